@@ -1,0 +1,182 @@
+// FlatU64Map<V>: an open-addressing hash map from uint64 keys to small values, for hot paths
+// that hold millions of entries (the KV index, active load, the engine's prefix cache).
+// Robin Hood linear probing with backward-shift deletion (no tombstones), one flat array of
+// {key, value} slots. Capacity is any multiple of 16 (slot = multiply-shift "fastrange" of the
+// mixed key), the table grows by 1.25x at load 0.85, so it stays between 68 % and 85 % full:
+// memory per entry is what the index's budget needs (docs/benchmarks.md). Keys may be any
+// uint64 (the key 0 is kept out of the array in a side slot). Pointers returned by find/insert
+// are valid until the next insert or erase. Not thread-safe: the owner synchronises.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "infera/common/bits.h"
+#include "infera/common/check.h"
+
+namespace infera {
+
+template <typename V>
+class FlatU64Map {
+ public:
+  struct Slot {
+    uint64_t key;  // 0 = empty
+    V value;
+  };
+
+  FlatU64Map() = default;
+  FlatU64Map(FlatU64Map&&) noexcept = default;
+  FlatU64Map& operator=(FlatU64Map&&) noexcept = default;
+
+  size_t size() const { return size_ + (has_zero_ ? 1 : 0); }
+  bool empty() const { return size() == 0; }
+  size_t capacity() const { return cap_; }
+  // Bytes held by the table (slots only), for memory accounting.
+  size_t memory_bytes() const { return capacity() * sizeof(Slot); }
+
+  V* find(uint64_t key) {
+    if (key == 0) return has_zero_ ? &zero_value_ : nullptr;
+    if (!slots_) return nullptr;
+    size_t i = home(key);
+    for (size_t dist = 0;; ++dist, i = next(i)) {
+      Slot& s = slots_[i];
+      if (s.key == key) return &s.value;
+      // Robin Hood invariant: once we pass a slot closer to its home than we are to ours,
+      // the key cannot be further along.
+      if (s.key == 0 || distance(s.key, i) < dist) return nullptr;
+    }
+  }
+  const V* find(uint64_t key) const { return const_cast<FlatU64Map*>(this)->find(key); }
+  bool contains(uint64_t key) const { return find(key) != nullptr; }
+
+  // Hints the cache that `key` will be looked up soon (batch lookups in the index).
+  void prefetch(uint64_t key) const {
+    if (slots_) __builtin_prefetch(&slots_[home(key)]);
+  }
+
+  // Returns the value for `key`, inserting `init` when absent; `.second` tells which.
+  std::pair<V*, bool> try_emplace(uint64_t key, V init = V{}) {
+    if (key == 0) {
+      if (has_zero_) return {&zero_value_, false};
+      has_zero_ = true;
+      zero_value_ = std::move(init);
+      return {&zero_value_, true};
+    }
+    if (V* v = find(key)) return {v, false};
+    if ((size_ + 1) * 20 > cap_ * 17) grow();
+    return {insert_new(key, std::move(init)), true};
+  }
+
+  bool erase(uint64_t key) {
+    if (key == 0) {
+      if (!has_zero_) return false;
+      has_zero_ = false;
+      zero_value_ = V{};
+      return true;
+    }
+    if (!slots_) return false;
+    size_t i = home(key);
+    for (size_t dist = 0;; ++dist, i = next(i)) {
+      Slot& s = slots_[i];
+      if (s.key == key) break;
+      if (s.key == 0 || distance(s.key, i) < dist) return false;
+    }
+    // Backward-shift: pull following displaced entries one step towards their home.
+    size_t j = next(i);
+    while (slots_[j].key != 0 && distance(slots_[j].key, j) > 0) {
+      slots_[i] = std::move(slots_[j]);
+      i = j;
+      j = next(j);
+    }
+    slots_[i].key = 0;
+    slots_[i].value = V{};
+    --size_;
+    return true;
+  }
+
+  void clear() {
+    slots_.reset();
+    cap_ = 0;
+    size_ = 0;
+    has_zero_ = false;
+    zero_value_ = V{};
+  }
+
+  void reserve(size_t n) {
+    const size_t cap = round_capacity(n * 20 / 17 + 1);
+    if (cap > cap_) rehash(cap);
+  }
+
+  // Calls fn(key, value&) for every entry. fn must not insert or erase.
+  template <typename Fn>
+  void for_each(Fn&& fn) {
+    if (has_zero_) fn(uint64_t{0}, zero_value_);
+    for (size_t i = 0; i < capacity(); ++i) {
+      if (slots_[i].key != 0) fn(slots_[i].key, slots_[i].value);
+    }
+  }
+  template <typename Fn>
+  void for_each(Fn&& fn) const {
+    const_cast<FlatU64Map*>(this)->for_each(
+        [&](uint64_t k, V& v) { fn(k, static_cast<const V&>(v)); });
+  }
+
+ private:
+  // Multiplicative (Fibonacci) mix, then Lemire's fastrange maps it onto [0, cap): good for
+  // random hashes and for small sequential ids alike, and needs no power-of-two capacity.
+  size_t home(uint64_t key) const {
+    const uint64_t mixed = key * 0x9E3779B97F4A7C15ULL;
+    return static_cast<size_t>(mul_hi64(mixed, cap_));
+  }
+  size_t next(size_t i) const { return i + 1 == cap_ ? 0 : i + 1; }
+  size_t distance(uint64_t key, size_t pos) const {
+    const size_t h = home(key);
+    return pos >= h ? pos - h : pos + cap_ - h;
+  }
+  static size_t round_capacity(size_t n) { return (n + 15) / 16 * 16; }
+
+  V* insert_new(uint64_t key, V value) {
+    size_t i = home(key);
+    size_t dist = 0;
+    V* placed = nullptr;
+    Slot carry{key, std::move(value)};
+    for (;; i = next(i), ++dist) {
+      Slot& s = slots_[i];
+      if (s.key == 0) {
+        s = std::move(carry);
+        ++size_;
+        return placed ? placed : &s.value;
+      }
+      const size_t existing = distance(s.key, i);
+      if (existing < dist) {
+        std::swap(s, carry);
+        if (!placed) placed = &s.value;
+        dist = existing;
+      }
+    }
+  }
+
+  void grow() { rehash(round_capacity(cap_ < 64 ? cap_ + 16 : cap_ + cap_ / 4)); }
+
+  void rehash(size_t new_cap) {
+    INFERA_CHECK(new_cap % 16 == 0 && new_cap > size_);
+    std::unique_ptr<Slot[]> old = std::move(slots_);
+    const size_t old_cap = cap_;
+    slots_ = std::make_unique<Slot[]>(new_cap);  // value-initialised: every key is 0
+    cap_ = new_cap;
+    size_ = 0;
+    for (size_t i = 0; i < old_cap; ++i) {
+      if (old[i].key != 0) insert_new(old[i].key, std::move(old[i].value));
+    }
+  }
+
+  std::unique_ptr<Slot[]> slots_;
+  size_t cap_ = 0;
+  size_t size_ = 0;  // entries in slots_ (excludes the zero key)
+  bool has_zero_ = false;
+  V zero_value_{};
+};
+
+}  // namespace infera

@@ -1,0 +1,139 @@
+#include "infera/common/log.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+namespace infera {
+namespace {
+
+std::atomic<LogLevel> g_level{LogLevel::kInfo};
+
+std::string_view level_name(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug: return "DEBUG";
+    case LogLevel::kInfo: return "INFO";
+    case LogLevel::kWarn: return "WARN";
+    case LogLevel::kError: return "ERROR";
+    case LogLevel::kOff: return "OFF";
+  }
+  return "?";
+}
+
+// Wall-clock time is right here: log timestamps are for humans correlating events.
+void append_timestamp(std::string& out) {
+  const auto now = std::chrono::system_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch());
+  const std::time_t secs = static_cast<std::time_t>(ms.count() / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  const int n = std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+                              tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                              tm.tm_sec, static_cast<int>(ms.count() % 1000));
+  out.append(buf, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+void set_log_level(LogLevel level) { g_level.store(level, std::memory_order_relaxed); }
+LogLevel log_level() { return g_level.load(std::memory_order_relaxed); }
+
+Result<LogLevel> parse_log_level(std::string_view name) {
+  if (name == "debug") return LogLevel::kDebug;
+  if (name == "info") return LogLevel::kInfo;
+  if (name == "warn" || name == "warning") return LogLevel::kWarn;
+  if (name == "error") return LogLevel::kError;
+  if (name == "off") return LogLevel::kOff;
+  return invalid_argument("unknown log level '" + std::string(name) +
+                          "' (expected debug, info, warn, error or off)");
+}
+
+void append_log_value(std::string& out, std::string_view value) {
+  bool plain = !value.empty();
+  for (const char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || c == '"' || c == '\\' || c == '=' || u == 0x7f) {
+      plain = false;
+      break;
+    }
+  }
+  if (plain) {
+    out += value;
+    return;
+  }
+  out += '"';
+  for (const char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+LogLine::LogLine(LogLevel level, std::string_view component) {
+  line_.reserve(160);
+  append_timestamp(line_);
+  line_ += ' ';
+  line_ += level_name(level);
+  line_ += ' ';
+  line_ += component;
+}
+
+LogLine::~LogLine() {
+  line_ += '\n';
+  // One write per line so concurrent loggers never interleave within a line.
+  size_t off = 0;
+  while (off < line_.size()) {
+    const ssize_t n = ::write(STDERR_FILENO, line_.data() + off, line_.size() - off);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+}
+
+LogLine& LogLine::msg(std::string_view text) {
+  line_ += ' ';
+  append_log_value(line_, text);
+  return *this;
+}
+
+LogLine& LogLine::kv(std::string_view key, std::string_view value) {
+  line_ += ' ';
+  line_ += key;
+  line_ += '=';
+  append_log_value(line_, value);
+  return *this;
+}
+
+LogLine& LogLine::kv(std::string_view key, double value) {
+  char buf[32];
+  const int n = std::snprintf(buf, sizeof(buf), "%.6g", value);
+  return kv(key, std::string_view(buf, static_cast<size_t>(n)));
+}
+
+LogLine& LogLine::kv_int(std::string_view key, int64_t value) {
+  return kv(key, std::string_view(std::to_string(value)));
+}
+
+LogLine& LogLine::kv_uint(std::string_view key, uint64_t value) {
+  return kv(key, std::string_view(std::to_string(value)));
+}
+
+}  // namespace infera

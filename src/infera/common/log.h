@@ -1,0 +1,61 @@
+// Structured, leveled logging to stderr: one line per event, `key=value` fields, values quoted
+// and escaped so that untrusted strings (worker ids, client input) cannot forge log lines.
+// Any thread may log; a line is written with one write() so lines never interleave.
+// The level is process-wide configuration (--log-level), set once at startup.
+//
+//   INFERA_LOG(kWarn, "events").msg("sequence gap").kv("worker", id).kv("expected", seq);
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "infera/common/status.h"
+
+namespace infera {
+
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kOff = 4 };
+
+void set_log_level(LogLevel level);
+LogLevel log_level();
+inline bool log_enabled(LogLevel level) { return level >= log_level(); }
+Result<LogLevel> parse_log_level(std::string_view name);  // debug|info|warn|error|off
+
+class LogLine {
+ public:
+  LogLine(LogLevel level, std::string_view component);
+  ~LogLine();
+  LogLine(const LogLine&) = delete;
+  LogLine& operator=(const LogLine&) = delete;
+
+  LogLine& msg(std::string_view text);
+  LogLine& kv(std::string_view key, std::string_view value);
+  LogLine& kv(std::string_view key, const char* value) { return kv(key, std::string_view(value)); }
+  LogLine& kv(std::string_view key, const std::string& value) {
+    return kv(key, std::string_view(value));
+  }
+  LogLine& kv(std::string_view key, bool value) { return kv(key, value ? "true" : "false"); }
+  LogLine& kv(std::string_view key, double value);
+  template <typename Int>
+    requires std::is_integral_v<Int>
+  LogLine& kv(std::string_view key, Int value) {
+    if constexpr (std::is_signed_v<Int>) return kv_int(key, static_cast<int64_t>(value));
+    else return kv_uint(key, static_cast<uint64_t>(value));
+  }
+
+ private:
+  LogLine& kv_int(std::string_view key, int64_t value);
+  LogLine& kv_uint(std::string_view key, uint64_t value);
+  std::string line_;
+};
+
+// Appends `value` to `out`, quoted and escaped when it holds spaces, quotes or control bytes.
+void append_log_value(std::string& out, std::string_view value);
+
+}  // namespace infera
+
+#define INFERA_LOG(level, component)                          \
+  if (!::infera::log_enabled(::infera::LogLevel::level)) {    \
+  } else                                                      \
+    ::infera::LogLine(::infera::LogLevel::level, component)

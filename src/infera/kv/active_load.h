@@ -1,0 +1,65 @@
+// ActiveLoad: per worker, the distinct block hashes of all requests in flight on it (a prefix
+// shared by several in-flight requests counts once), as reference counts. A request is added
+// when it is routed and released on completion, error or cancel; a request older than max_age
+// (default 5 minutes, read from the injected Clock) expires, so a lost release cannot inflate a
+// worker's load forever. This is `active_blocks(w)` of the cost function (ARCHITECTURE 6).
+//
+// Concurrency: one mutex per worker, held for one add/release (no I/O under it); the counts
+// read by routing are atomics, so scoring takes no lock. Any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "infera/common/clock.h"
+#include "infera/kv/index.h"
+
+namespace infera::kv {
+
+// Names one registered request; a default-constructed ticket names none.
+struct LoadTicket {
+  WorkerId worker = 0;
+  uint64_t serial = 0;  // 0: none
+  explicit operator bool() const { return serial != 0; }
+};
+
+class ActiveLoad {
+ public:
+  struct Options {
+    Nanos max_age = std::chrono::minutes(5);
+    uint32_t max_workers = 1024;
+  };
+
+  ActiveLoad(Options options, const Clock& clock);
+  ~ActiveLoad();
+  ActiveLoad(const ActiveLoad&) = delete;
+  ActiveLoad& operator=(const ActiveLoad&) = delete;
+
+  // Registers a routed request's blocks on `worker`; also expires that worker's old requests.
+  LoadTicket add(WorkerId worker, std::span<const uint64_t> seq_hashes);
+  // Releases a request's blocks. Releasing twice, or after expiry, does nothing.
+  void release(LoadTicket ticket);
+  // Expires requests older than max_age on every worker; returns how many expired.
+  size_t expire();
+  // Drops everything registered on a worker (it left the fleet).
+  void remove_worker(WorkerId worker);
+
+  uint32_t active_blocks(WorkerId worker) const;
+  uint32_t active_requests(WorkerId worker) const;
+  // Of `seq_hashes`, how many are not yet active on `worker` (the blocks a request would add).
+  uint32_t new_blocks(WorkerId worker, std::span<const uint64_t> seq_hashes) const;
+
+ private:
+  struct Worker;
+  Worker& worker(WorkerId id) const;
+
+  Options options_;
+  const Clock& clock_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<uint64_t> next_serial_{1};
+};
+
+}  // namespace infera::kv

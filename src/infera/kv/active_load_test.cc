@@ -1,0 +1,79 @@
+#include "infera/kv/active_load.h"
+
+#include <gtest/gtest.h>
+
+namespace infera::kv {
+namespace {
+
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+class ActiveLoadTest : public ::testing::Test {
+ protected:
+  ActiveLoadTest() : load_(ActiveLoad::Options{minutes(5), 8}, clock_) {}
+  ManualClock clock_;
+  ActiveLoad load_;
+};
+
+TEST_F(ActiveLoadTest, SharedPrefixCountsOnce) {
+  const std::vector<uint64_t> a{1, 2, 3, 4};
+  const std::vector<uint64_t> b{1, 2, 3, 9};
+  const LoadTicket ta = load_.add(0, a);
+  const LoadTicket tb = load_.add(0, b);
+  EXPECT_EQ(load_.active_blocks(0), 5u);
+  EXPECT_EQ(load_.active_requests(0), 2u);
+  EXPECT_EQ(load_.new_blocks(0, std::vector<uint64_t>{1, 2, 77}), 1u);
+  load_.release(ta);
+  EXPECT_EQ(load_.active_blocks(0), 4u);  // 1,2,3 still held by b
+  load_.release(tb);
+  EXPECT_EQ(load_.active_blocks(0), 0u);
+  EXPECT_EQ(load_.active_requests(0), 0u);
+}
+
+TEST_F(ActiveLoadTest, WorkersAreIndependent) {
+  load_.add(0, std::vector<uint64_t>{1, 2});
+  load_.add(1, std::vector<uint64_t>{1});
+  EXPECT_EQ(load_.active_blocks(0), 2u);
+  EXPECT_EQ(load_.active_blocks(1), 1u);
+  load_.remove_worker(0);
+  EXPECT_EQ(load_.active_blocks(0), 0u);
+  EXPECT_EQ(load_.active_blocks(1), 1u);
+}
+
+TEST_F(ActiveLoadTest, ReleasingTwiceIsHarmless) {
+  const LoadTicket t = load_.add(0, std::vector<uint64_t>{1, 2});
+  load_.add(0, std::vector<uint64_t>{2});
+  load_.release(t);
+  load_.release(t);
+  load_.release(LoadTicket{});
+  EXPECT_EQ(load_.active_blocks(0), 1u);
+  EXPECT_EQ(load_.active_requests(0), 1u);
+}
+
+TEST_F(ActiveLoadTest, RequestsOlderThanMaxAgeExpire) {
+  load_.add(0, std::vector<uint64_t>{1, 2});
+  clock_.advance(minutes(3));
+  const LoadTicket young = load_.add(0, std::vector<uint64_t>{3});
+  clock_.advance(minutes(2));  // first request is exactly 5 minutes old: not older yet
+  EXPECT_EQ(load_.expire(), 0u);
+  clock_.advance(seconds(1));
+  EXPECT_EQ(load_.expire(), 1u);
+  EXPECT_EQ(load_.active_blocks(0), 1u);
+  EXPECT_EQ(load_.active_requests(0), 1u);
+  clock_.advance(minutes(3));
+  EXPECT_EQ(load_.expire(), 1u);
+  EXPECT_EQ(load_.active_blocks(0), 0u);
+  load_.release(young);  // after expiry: nothing left to release, no underflow
+  EXPECT_EQ(load_.active_blocks(0), 0u);
+}
+
+TEST_F(ActiveLoadTest, AddExpiresLazily) {
+  load_.add(0, std::vector<uint64_t>{1});
+  clock_.advance(minutes(6));
+  load_.add(0, std::vector<uint64_t>{2});
+  EXPECT_EQ(load_.active_blocks(0), 1u);
+  EXPECT_EQ(load_.active_requests(0), 1u);
+}
+
+}  // namespace
+}  // namespace infera::kv

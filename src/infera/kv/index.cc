@@ -1,0 +1,462 @@
+#include "infera/kv/index.h"
+
+#include <mutex>
+#include <shared_mutex>
+
+#include "infera/common/check.h"
+#include "infera/common/flat_map.h"
+#include "infera/common/rw_lock.h"
+
+namespace infera::kv {
+namespace {
+
+constexpr uint32_t kGroupSize = 64;
+
+// A lower-tier (CPU, disk) copy of a block. Tokenless offload events name only engine hashes;
+// when the hash is one the worker holds on GPU we learn its router hash, otherwise the block is
+// kept as residency only (counted, never matched).
+struct LowerEntry {
+  uint64_t router = 0;
+  uint32_t refs = 0;
+  bool known = false;
+};
+
+struct LowerTier {
+  FlatU64Map<LowerEntry> by_engine;
+  FlatU64Map<uint32_t> by_router;  // router hash -> number of engine entries naming it
+
+  size_t memory_bytes() const { return by_engine.memory_bytes() + by_router.memory_bytes(); }
+};
+
+struct WorkerState {
+  // GPU: engine hash -> router hash. Exactly one entry per distinct engine hash.
+  FlatU64Map<uint64_t> gpu;
+  // Extra copies of an engine hash stored more than once (vLLM does not deduplicate). Rare.
+  FlatU64Map<uint32_t> gpu_dups;
+  // Router hashes named by more than one engine hash on this worker (e.g. a cache salt changes
+  // the engine hash but not the tokens), counting the extra names. Rare.
+  FlatU64Map<uint32_t> gpu_aliases;
+  std::array<LowerTier, kNumMedia - 1> lower;  // kCpu, kDisk
+
+  void clear_all() {
+    gpu.clear();
+    gpu_dups.clear();
+    gpu_aliases.clear();
+    for (LowerTier& tier : lower) {
+      tier.by_engine.clear();
+      tier.by_router.clear();
+    }
+  }
+  bool has_lower() const {
+    for (const LowerTier& tier : lower) {
+      if (!tier.by_router.empty()) return true;
+    }
+    return false;
+  }
+  size_t memory_bytes() const {
+    size_t bytes = gpu.memory_bytes() + gpu_dups.memory_bytes() + gpu_aliases.memory_bytes();
+    for (const LowerTier& tier : lower) bytes += tier.memory_bytes();
+    return bytes;
+  }
+};
+
+uint64_t bit_of(WorkerId worker) { return uint64_t{1} << (worker % kGroupSize); }
+
+}  // namespace
+
+struct KvIndex::Group {
+  mutable RwLock lock;
+  uint64_t present = 0;  // workers added
+  uint64_t stale = 0;    // workers whose hits are not trusted
+  // Router hash -> bitmask of workers in this group holding it on GPU.
+  FlatU64Map<uint64_t> holders;
+  std::array<WorkerState, kGroupSize> workers;
+
+  // Removes `worker`'s GPU residency of `router` unless another engine hash still names it.
+  void drop_gpu_name(WorkerState& w, uint64_t router, uint64_t bit) {
+    if (uint32_t* alias = w.gpu_aliases.find(router)) {
+      if (--*alias == 0) w.gpu_aliases.erase(router);
+      return;
+    }
+    uint64_t* bits = holders.find(router);
+    if (!bits) return;
+    *bits &= ~bit;
+    if (*bits == 0) holders.erase(router);
+  }
+
+  void clear_gpu(WorkerState& w, uint64_t bit) {
+    w.gpu.for_each([&](uint64_t, uint64_t router) {
+      uint64_t* bits = holders.find(router);
+      if (bits) *bits &= ~bit;
+    });
+    // Erase emptied entries in a second pass: for_each must not mutate the table it walks.
+    w.gpu.for_each([&](uint64_t, uint64_t router) {
+      const uint64_t* bits = holders.find(router);
+      if (bits && *bits == 0) holders.erase(router);
+    });
+    w.gpu.clear();
+    w.gpu_dups.clear();
+    w.gpu_aliases.clear();
+  }
+};
+
+std::string_view medium_name(Medium medium) {
+  switch (medium) {
+    case Medium::kGpu: return "GPU";
+    case Medium::kCpu: return "CPU";
+    case Medium::kDisk: return "DISK";
+  }
+  return "?";
+}
+
+std::string_view apply_result_name(ApplyResult result) {
+  switch (result) {
+    case ApplyResult::kApplied: return "applied";
+    case ApplyResult::kUnknownWorker: return "unknown_worker";
+    case ApplyResult::kUnknownParent: return "unknown_parent";
+    case ApplyResult::kBlockSizeMismatch: return "block_size_mismatch";
+    case ApplyResult::kPartialBlock: return "partial_block";
+    case ApplyResult::kMalformed: return "malformed";
+  }
+  return "?";
+}
+
+KvIndex::KvIndex(Options options) : options_(options) {
+  INFERA_CHECK(options_.block_size > 0);
+  INFERA_CHECK(options_.max_workers > 0);
+  const uint32_t groups = (options_.max_workers + kGroupSize - 1) / kGroupSize;
+  groups_.reserve(groups);
+  for (uint32_t i = 0; i < groups; ++i) groups_.push_back(std::make_unique<Group>());
+}
+
+KvIndex::~KvIndex() = default;
+
+KvIndex::Group& KvIndex::group_of(WorkerId worker) const {
+  INFERA_CHECK(worker < options_.max_workers);
+  return *groups_[worker / kGroupSize];
+}
+
+void KvIndex::count(ApplyResult result) const {
+  event_counts_[static_cast<size_t>(result)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void KvIndex::add_worker(WorkerId worker) {
+  Group& g = group_of(worker);
+  {
+    std::unique_lock lock(g.lock);
+    g.present |= bit_of(worker);
+  }
+  uint32_t bound = worker_bound_.load(std::memory_order_relaxed);
+  while (bound <= worker && !worker_bound_.compare_exchange_weak(bound, worker + 1)) {
+  }
+}
+
+void KvIndex::remove_worker(WorkerId worker) {
+  Group& g = group_of(worker);
+  std::unique_lock lock(g.lock);
+  const uint64_t bit = bit_of(worker);
+  WorkerState& w = g.workers[worker % kGroupSize];
+  g.clear_gpu(w, bit);
+  w.clear_all();
+  g.present &= ~bit;
+  g.stale &= ~bit;
+}
+
+void KvIndex::clear_worker(WorkerId worker) {
+  Group& g = group_of(worker);
+  std::unique_lock lock(g.lock);
+  g.clear_gpu(g.workers[worker % kGroupSize], bit_of(worker));
+}
+
+void KvIndex::reset_worker(WorkerId worker) {
+  Group& g = group_of(worker);
+  std::unique_lock lock(g.lock);
+  WorkerState& w = g.workers[worker % kGroupSize];
+  g.clear_gpu(w, bit_of(worker));
+  w.clear_all();
+}
+
+void KvIndex::set_stale(WorkerId worker, bool stale) {
+  Group& g = group_of(worker);
+  std::unique_lock lock(g.lock);
+  if (stale) {
+    g.stale |= bit_of(worker);
+  } else {
+    g.stale &= ~bit_of(worker);
+  }
+}
+
+bool KvIndex::is_stale(WorkerId worker) const {
+  const Group& g = group_of(worker);
+  std::shared_lock lock(g.lock);
+  return (g.stale & bit_of(worker)) != 0;
+}
+
+ApplyResult KvIndex::apply(const StoredEvent& event) {
+  if (event.worker >= options_.max_workers) {
+    count(ApplyResult::kUnknownWorker);
+    return ApplyResult::kUnknownWorker;
+  }
+  const size_t num_blocks = event.engine_hashes.size();
+  const bool tokenless = event.token_ids.empty();
+  // Validation that needs no state, before taking any lock.
+  ApplyResult verdict = ApplyResult::kApplied;
+  if (num_blocks == 0) {
+    verdict = ApplyResult::kMalformed;
+  } else if (tokenless) {
+    // Only lower tiers may announce blocks without tokens (CPU offload); they are residency.
+    if (event.medium == Medium::kGpu) verdict = ApplyResult::kMalformed;
+  } else if (event.block_size != options_.block_size) {
+    verdict = ApplyResult::kBlockSizeMismatch;
+  } else if (event.token_ids.size() % options_.block_size != 0) {
+    verdict = ApplyResult::kPartialBlock;
+  } else if (event.token_ids.size() / options_.block_size != num_blocks) {
+    verdict = ApplyResult::kMalformed;
+  }
+  if (verdict != ApplyResult::kApplied) {
+    count(verdict);
+    return verdict;
+  }
+
+  // Local hashes depend only on the tokens: compute them outside the lock. A small buffer on
+  // the stack covers typical events (vLLM stores one step's new blocks at a time).
+  constexpr size_t kInline = 64;
+  uint64_t inline_local[kInline];
+  std::vector<uint64_t> heap_local;
+  uint64_t* local = inline_local;
+  const uint64_t seed = lora_seed(event.lora_name);
+  if (!tokenless) {
+    if (num_blocks > kInline) {
+      heap_local.resize(num_blocks);
+      local = heap_local.data();
+    }
+    for (size_t i = 0; i < num_blocks; ++i) {
+      local[i] = local_block_hash(
+          event.token_ids.subspan(i * options_.block_size, options_.block_size), seed);
+    }
+  }
+
+  Group& g = group_of(event.worker);
+  const uint64_t bit = bit_of(event.worker);
+  std::unique_lock lock(g.lock);
+  if ((g.present & bit) == 0) {
+    count(ApplyResult::kUnknownWorker);
+    return ApplyResult::kUnknownWorker;
+  }
+  WorkerState& w = g.workers[event.worker % kGroupSize];
+
+  if (tokenless) {
+    LowerTier& tier = w.lower[static_cast<size_t>(event.medium) - 1];
+    for (const uint64_t engine : event.engine_hashes) {
+      auto [entry, inserted] = tier.by_engine.try_emplace(engine);
+      if (!inserted) {
+        ++entry->refs;
+        continue;
+      }
+      entry->refs = 1;
+      if (const uint64_t* router = w.gpu.find(engine)) {
+        entry->router = *router;
+        entry->known = true;
+        ++*tier.by_router.try_emplace(*router, 0).first;
+      }
+    }
+    blocks_stored_.fetch_add(num_blocks, std::memory_order_relaxed);
+    count(ApplyResult::kApplied);
+    return ApplyResult::kApplied;
+  }
+
+  // Resolve the parent's router hash: on GPU first, then on the event's own tier.
+  bool has_parent = false;
+  uint64_t prev = 0;
+  if (event.parent_engine_hash) {
+    const uint64_t parent = *event.parent_engine_hash;
+    if (const uint64_t* router = w.gpu.find(parent)) {
+      has_parent = true;
+      prev = *router;
+    } else if (event.medium != Medium::kGpu) {
+      const LowerTier& tier = w.lower[static_cast<size_t>(event.medium) - 1];
+      const LowerEntry* entry = tier.by_engine.find(parent);
+      if (entry && entry->known) {
+        has_parent = true;
+        prev = entry->router;
+      }
+    }
+    if (!has_parent) {
+      count(ApplyResult::kUnknownParent);
+      return ApplyResult::kUnknownParent;
+    }
+  }
+
+  if (event.medium == Medium::kGpu) {
+    for (size_t i = 0; i < num_blocks; ++i) {
+      const uint64_t router = has_parent ? chain_block_hash(prev, local[i], seed) : local[i];
+      has_parent = true;
+      prev = router;
+      const uint64_t engine = event.engine_hashes[i];
+      auto [mapped, inserted] = w.gpu.try_emplace(engine, router);
+      if (!inserted) {
+        // The same engine block stored again: one more copy to remove before it is gone.
+        ++*w.gpu_dups.try_emplace(engine, 0).first;
+        continue;
+      }
+      uint64_t& bits = *g.holders.try_emplace(router, 0).first;
+      if (bits & bit) {
+        ++*w.gpu_aliases.try_emplace(router, 0).first;
+      } else {
+        bits |= bit;
+      }
+    }
+  } else {
+    LowerTier& tier = w.lower[static_cast<size_t>(event.medium) - 1];
+    for (size_t i = 0; i < num_blocks; ++i) {
+      const uint64_t router = has_parent ? chain_block_hash(prev, local[i], seed) : local[i];
+      has_parent = true;
+      prev = router;
+      auto [entry, inserted] = tier.by_engine.try_emplace(event.engine_hashes[i]);
+      if (!inserted) {
+        ++entry->refs;
+        continue;
+      }
+      *entry = LowerEntry{router, 1, true};
+      ++*tier.by_router.try_emplace(router, 0).first;
+    }
+  }
+  blocks_stored_.fetch_add(num_blocks, std::memory_order_relaxed);
+  count(ApplyResult::kApplied);
+  return ApplyResult::kApplied;
+}
+
+ApplyResult KvIndex::apply(const RemovedEvent& event) {
+  if (event.worker >= options_.max_workers) {
+    count(ApplyResult::kUnknownWorker);
+    return ApplyResult::kUnknownWorker;
+  }
+  Group& g = group_of(event.worker);
+  const uint64_t bit = bit_of(event.worker);
+  uint64_t removed = 0;
+  uint64_t unknown = 0;
+  {
+    std::unique_lock lock(g.lock);
+    if ((g.present & bit) == 0) {
+      count(ApplyResult::kUnknownWorker);
+      return ApplyResult::kUnknownWorker;
+    }
+    WorkerState& w = g.workers[event.worker % kGroupSize];
+    if (event.medium == Medium::kGpu) {
+      for (const uint64_t engine : event.engine_hashes) {
+        const uint64_t* router_ptr = w.gpu.find(engine);
+        if (!router_ptr) {
+          ++unknown;
+          continue;
+        }
+        ++removed;
+        if (uint32_t* dups = w.gpu_dups.find(engine)) {
+          if (--*dups == 0) w.gpu_dups.erase(engine);
+          continue;
+        }
+        const uint64_t router = *router_ptr;
+        w.gpu.erase(engine);
+        g.drop_gpu_name(w, router, bit);
+      }
+    } else {
+      LowerTier& tier = w.lower[static_cast<size_t>(event.medium) - 1];
+      for (const uint64_t engine : event.engine_hashes) {
+        LowerEntry* entry = tier.by_engine.find(engine);
+        if (!entry) {
+          ++unknown;
+          continue;
+        }
+        ++removed;
+        if (--entry->refs > 0) continue;
+        if (entry->known) {
+          uint32_t* n = tier.by_router.find(entry->router);
+          if (n && --*n == 0) tier.by_router.erase(entry->router);
+        }
+        tier.by_engine.erase(engine);
+      }
+    }
+  }
+  blocks_removed_.fetch_add(removed, std::memory_order_relaxed);
+  removals_unknown_.fetch_add(unknown, std::memory_order_relaxed);
+  count(ApplyResult::kApplied);
+  return ApplyResult::kApplied;
+}
+
+void KvIndex::find_overlaps(std::span<const uint64_t> seq_hashes, std::vector<uint32_t>& gpu_hits,
+                            std::vector<uint32_t>* lower_hits) const {
+  const uint32_t bound = worker_bound();
+  gpu_hits.assign(bound, 0);
+  if (lower_hits) lower_hits->assign(bound, 0);
+  const size_t n = seq_hashes.size();
+  if (n == 0) return;
+  const uint32_t num_groups = (bound + kGroupSize - 1) / kGroupSize;
+  for (uint32_t gi = 0; gi < num_groups; ++gi) {
+    const Group& g = *groups_[gi];
+    const uint32_t base = gi * kGroupSize;
+    std::shared_lock lock(g.lock);
+    uint64_t active = g.present & ~g.stale;
+    if (active == 0) continue;
+    // Walk the prompt's blocks while any worker still matches; each block is one hash lookup
+    // and a mask intersection. Workers dropping out record how far they got.
+    size_t i = 0;
+    for (; i < n && active != 0; ++i) {
+      if (i + 1 < n) g.holders.prefetch(seq_hashes[i + 1]);
+      const uint64_t* bits = g.holders.find(seq_hashes[i]);
+      const uint64_t held = bits ? *bits : 0;
+      uint64_t lost = active & ~held;
+      while (lost != 0) {
+        gpu_hits[base + static_cast<uint32_t>(__builtin_ctzll(lost))] = static_cast<uint32_t>(i);
+        lost &= lost - 1;
+      }
+      active &= held;
+    }
+    for (uint64_t rest = active; rest != 0; rest &= rest - 1) {
+      gpu_hits[base + static_cast<uint32_t>(__builtin_ctzll(rest))] = static_cast<uint32_t>(n);
+    }
+    if (!lower_hits) continue;
+    for (uint64_t each = g.present & ~g.stale; each != 0; each &= each - 1) {
+      const uint32_t slot = static_cast<uint32_t>(__builtin_ctzll(each));
+      const WorkerState& w = g.workers[slot];
+      if (!w.has_lower()) continue;
+      uint32_t extra = 0;
+      for (size_t b = gpu_hits[base + slot]; b < n; ++b, ++extra) {
+        bool held = false;
+        for (const LowerTier& tier : w.lower) held = held || tier.by_router.contains(seq_hashes[b]);
+        if (!held) break;
+      }
+      (*lower_hits)[base + slot] = extra;
+    }
+  }
+}
+
+uint64_t KvIndex::block_count(WorkerId worker, Medium medium) const {
+  if (worker >= options_.max_workers) return 0;
+  const Group& g = group_of(worker);
+  std::shared_lock lock(g.lock);
+  const WorkerState& w = g.workers[worker % kGroupSize];
+  if (medium == Medium::kGpu) return w.gpu.size();
+  return w.lower[static_cast<size_t>(medium) - 1].by_engine.size();
+}
+
+size_t KvIndex::memory_bytes() const {
+  size_t bytes = 0;
+  for (const auto& g : groups_) {
+    std::shared_lock lock(g->lock);
+    bytes += g->holders.memory_bytes();
+    for (const WorkerState& w : g->workers) bytes += w.memory_bytes();
+  }
+  return bytes;
+}
+
+IndexCounters KvIndex::counters() const {
+  IndexCounters out;
+  for (size_t i = 0; i < kNumApplyResults; ++i) {
+    out.events[i] = event_counts_[i].load(std::memory_order_relaxed);
+  }
+  out.blocks_stored = blocks_stored_.load(std::memory_order_relaxed);
+  out.blocks_removed = blocks_removed_.load(std::memory_order_relaxed);
+  out.removals_unknown = removals_unknown_.load(std::memory_order_relaxed);
+  return out;
+}
+
+}  // namespace infera::kv

@@ -1,0 +1,22 @@
+// kv-aware: ARCHITECTURE section 6, exactly.
+//   cost(w) = overlap_weight * (request_blocks - cache_hits(w)) + active_blocks(w)
+// Lowest cost wins; exact ties break at random; temperature > 0 samples a softmax over the
+// normalised costs. overlap_weight 0 is pure load balance.
+#pragma once
+
+#include "infera/routing/policy.h"
+
+namespace infera::routing {
+
+class KvAwarePolicy final : public Policy {
+ public:
+  std::string_view name() const override { return "kv-aware"; }
+  bool uses_cache() const override { return true; }
+  size_t choose(const ScoreRequest& request, std::span<Candidate> candidates, Rng& rng) override;
+};
+
+// The cost of one candidate (shared with the simulator's reports and the explain endpoint).
+double kv_aware_cost(double overlap_weight, uint32_t request_blocks, uint32_t cache_hits,
+                     uint32_t active_blocks);
+
+}  // namespace infera::routing

@@ -1,0 +1,27 @@
+#include "infera/routing/policy.h"
+
+#include "infera/routing/kv_aware.h"
+#include "infera/routing/least_loaded.h"
+#include "infera/routing/random_policy.h"
+#include "infera/routing/round_robin.h"
+
+namespace infera::routing {
+
+Result<std::unique_ptr<Policy>> make_policy(std::string_view name) {
+  if (name == "kv-aware") return std::unique_ptr<Policy>(std::make_unique<KvAwarePolicy>());
+  if (name == "round-robin") return std::unique_ptr<Policy>(std::make_unique<RoundRobinPolicy>());
+  if (name == "random") return std::unique_ptr<Policy>(std::make_unique<RandomPolicy>());
+  if (name == "least-loaded") {
+    return std::unique_ptr<Policy>(std::make_unique<LeastLoadedPolicy>());
+  }
+  std::string known;
+  for (const std::string& n : policy_names()) known += (known.empty() ? "" : ", ") + n;
+  return invalid_argument("unknown router policy '" + std::string(name) + "' (known: " + known +
+                          ")");
+}
+
+std::vector<std::string> policy_names() {
+  return {"kv-aware", "round-robin", "random", "least-loaded"};
+}
+
+}  // namespace infera::routing

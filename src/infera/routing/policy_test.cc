@@ -1,0 +1,70 @@
+#include "infera/routing/policy.h"
+
+#include <gtest/gtest.h>
+
+namespace infera::routing {
+namespace {
+
+std::vector<Candidate> three_workers() {
+  return {{0, 0, 5, 2, 0}, {1, 9, 3, 4, 0}, {2, 0, 3, 1, 0}};
+}
+
+TEST(PolicyTest, MakesEveryNamedPolicy) {
+  for (const std::string& name : policy_names()) {
+    auto p = make_policy(name);
+    ASSERT_TRUE(p.ok()) << name;
+    EXPECT_EQ((*p)->name(), name);
+  }
+  auto bad = make_policy("fastest");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("kv-aware"), std::string::npos);
+}
+
+TEST(PolicyTest, RoundRobinCyclesThroughCandidates) {
+  auto p = make_policy("round-robin");
+  Rng rng(0);
+  auto c = three_workers();
+  std::vector<size_t> picks;
+  for (int i = 0; i < 6; ++i) picks.push_back((*p)->choose({}, c, rng));
+  EXPECT_EQ(picks, (std::vector<size_t>{0, 1, 2, 0, 1, 2}));
+}
+
+TEST(PolicyTest, LeastLoadedPrefersFewestBlocksThenFewestRequests) {
+  auto p = make_policy("least-loaded");
+  Rng rng(0);
+  auto c = three_workers();  // workers 1 and 2 have 3 blocks; 2 has fewer requests
+  for (int i = 0; i < 100; ++i) EXPECT_EQ((*p)->choose({}, c, rng), 2u);
+  EXPECT_FALSE((*p)->uses_cache());
+}
+
+TEST(PolicyTest, LeastLoadedBreaksFullTiesAtRandom) {
+  auto p = make_policy("least-loaded");
+  Rng rng(5);
+  std::vector<Candidate> c{{0, 0, 1, 1, 0}, {1, 0, 1, 1, 0}};
+  int first = 0;
+  for (int i = 0; i < 10000; ++i) first += (*p)->choose({}, c, rng) == 0 ? 1 : 0;
+  EXPECT_NEAR(first, 5000, 300);
+}
+
+TEST(PolicyTest, RandomIsUniform) {
+  auto p = make_policy("random");
+  Rng rng(9);
+  auto c = three_workers();
+  std::vector<int> wins(3);
+  for (int i = 0; i < 30000; ++i) ++wins[(*p)->choose({}, c, rng)];
+  for (int w : wins) EXPECT_NEAR(w, 10000, 400);
+}
+
+TEST(PolicyTest, KvAwareFollowsTheCacheUnlessLoadOutweighsIt) {
+  auto p = make_policy("kv-aware");
+  Rng rng(0);
+  EXPECT_TRUE((*p)->uses_cache());
+  auto c = three_workers();
+  // 10 blocks, weight 1: costs 15, 4, 13 -> worker 1 (9 hits).
+  EXPECT_EQ((*p)->choose({10, 1.0, 0.0}, c, rng), 1u);
+  c[1].active_blocks = 20;  // costs 15, 21, 13 -> worker 2
+  EXPECT_EQ((*p)->choose({10, 1.0, 0.0}, c, rng), 2u);
+}
+
+}  // namespace
+}  // namespace infera::routing

@@ -1,0 +1,88 @@
+#include "infera/routing/router.h"
+
+#include <cmath>
+
+namespace infera::routing {
+
+std::string_view stage_name(Stage stage) {
+  switch (stage) {
+    case Stage::kAggregated: return "aggregated";
+    case Stage::kPrefill: return "prefill";
+    case Stage::kDecode: return "decode";
+  }
+  return "?";
+}
+
+Result<std::unique_ptr<Router>> Router::create(RouterOptions options, kv::KvIndex& index,
+                                               kv::ActiveLoad& load) {
+  auto valid_weight = [](double w) { return std::isfinite(w) && w >= 0; };
+  if (!valid_weight(options.overlap_weight) ||
+      (options.prefill_overlap_weight && !valid_weight(*options.prefill_overlap_weight)) ||
+      (options.decode_overlap_weight && !valid_weight(*options.decode_overlap_weight))) {
+    return invalid_argument("overlap weights must be finite and >= 0");
+  }
+  if (!std::isfinite(options.temperature) || options.temperature < 0) {
+    return invalid_argument("router temperature must be finite and >= 0");
+  }
+  INFERA_ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy, make_policy(options.policy));
+  return std::unique_ptr<Router>(new Router(std::move(options), std::move(policy), index, load));
+}
+
+Router::Router(RouterOptions options, std::unique_ptr<Policy> policy, kv::KvIndex& index,
+               kv::ActiveLoad& load)
+    : options_(std::move(options)),
+      index_(index),
+      load_(load),
+      policy_(std::move(policy)),
+      rng_(options_.seed) {}
+
+double Router::overlap_weight(Stage stage) const {
+  switch (stage) {
+    case Stage::kPrefill:
+      return options_.prefill_overlap_weight.value_or(options_.overlap_weight);
+    case Stage::kDecode:
+      return options_.decode_overlap_weight.value_or(options_.overlap_weight);
+    case Stage::kAggregated: break;
+  }
+  return options_.overlap_weight;
+}
+
+Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
+                               std::span<const kv::WorkerId> candidates, Stage stage) {
+  if (candidates.empty()) return unavailable("no worker available");
+  Decision d;
+  d.stage = stage;
+  d.policy = std::string(policy_->name());
+  d.prompt_tokens = prompt_tokens;
+  const uint32_t bs = block_size();
+  d.request_blocks = (prompt_tokens + bs - 1) / bs;
+  d.overlap_weight = overlap_weight(stage);
+  d.table.resize(candidates.size());
+
+  // Cache hits only when the policy reads them and the weight gives them a say.
+  thread_local std::vector<uint32_t> hits;
+  const bool want_hits = policy_->uses_cache() && !seq_hashes.empty();
+  if (want_hits) index_.find_overlaps(seq_hashes, hits);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Candidate& c = d.table[i];
+    c.worker = candidates[i];
+    c.cache_hits = want_hits && c.worker < hits.size() ? hits[c.worker] : 0;
+    c.active_blocks = load_.active_blocks(c.worker);
+    c.active_requests = load_.active_requests(c.worker);
+  }
+  ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature};
+  {
+    std::lock_guard lock(policy_mu_);
+    d.winner = policy_->choose(request, d.table, rng_);
+  }
+  return d;
+}
+
+Result<Router::Routed> Router::route(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
+                                     std::span<const kv::WorkerId> candidates, Stage stage) {
+  INFERA_ASSIGN_OR_RETURN(Decision d, score(seq_hashes, prompt_tokens, candidates, stage));
+  const kv::LoadTicket ticket = load_.add(d.worker(), seq_hashes);
+  return Routed{std::move(d), ticket};
+}
+
+}  // namespace infera::routing

@@ -1,0 +1,89 @@
+// Router: one routing decision. Given a prompt's block hashes and the candidate workers, it
+// reads each worker's cache hits (KvIndex) and active load (ActiveLoad), lets the policy cost
+// and pick, and, for route(), registers the prompt's blocks as active on the winner.
+// Disaggregated fleets route each stage with its own overlap weight (prefill and decode, each
+// falling back to the global weight). The explain table of every decision is returned.
+// Thread-safe: any request thread may call score()/route() concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "infera/common/random.h"
+#include "infera/common/status.h"
+#include "infera/kv/active_load.h"
+#include "infera/kv/index.h"
+#include "infera/routing/policy.h"
+
+namespace infera::routing {
+
+enum class Stage { kAggregated, kPrefill, kDecode };
+std::string_view stage_name(Stage stage);
+
+struct RouterOptions {
+  std::string policy = "kv-aware";
+  double overlap_weight = 1.0;                    // --kv-overlap-weight
+  std::optional<double> prefill_overlap_weight;   // --kv-prefill-overlap-weight
+  std::optional<double> decode_overlap_weight;    // --kv-decode-overlap-weight
+  double temperature = 0.0;                       // 0: lowest cost wins
+  uint64_t seed = 0;                              // tie-break and sampling randomness
+};
+
+// What the router decided and why: the per-worker cost table.
+struct Decision {
+  Stage stage = Stage::kAggregated;
+  std::string policy;
+  uint32_t prompt_tokens = 0;
+  uint32_t request_blocks = 0;  // ceil(prompt_tokens / block size)
+  double overlap_weight = 0;
+  std::vector<Candidate> table;  // one row per candidate, in the order given
+  size_t winner = 0;             // position in table
+
+  const Candidate& chosen() const { return table[winner]; }
+  kv::WorkerId worker() const { return table[winner].worker; }
+};
+
+class Router {
+ public:
+  static Result<std::unique_ptr<Router>> create(RouterOptions options, kv::KvIndex& index,
+                                                kv::ActiveLoad& load);
+
+  const RouterOptions& options() const { return options_; }
+  uint32_t block_size() const { return index_.block_size(); }
+  double overlap_weight(Stage stage) const;
+
+  // Costs every candidate for the prompt and picks one; registers nothing (route-explain).
+  // `seq_hashes` are the prompt's full-block hashes; `prompt_tokens` its length in tokens.
+  Result<Decision> score(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
+                         std::span<const kv::WorkerId> candidates,
+                         Stage stage = Stage::kAggregated);
+
+  // score(), then the prompt's blocks become active load on the winner until the ticket is
+  // released (ActiveLoad::release) or expires.
+  struct Routed {
+    Decision decision;
+    kv::LoadTicket ticket;
+  };
+  Result<Routed> route(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
+                       std::span<const kv::WorkerId> candidates, Stage stage = Stage::kAggregated);
+
+  void release(kv::LoadTicket ticket) { load_.release(ticket); }
+
+ private:
+  Router(RouterOptions options, std::unique_ptr<Policy> policy, kv::KvIndex& index,
+         kv::ActiveLoad& load);
+
+  RouterOptions options_;
+  kv::KvIndex& index_;
+  kv::ActiveLoad& load_;
+  std::mutex policy_mu_;  // guards policy_ and rng_ (a few hundred ns per decision)
+  std::unique_ptr<Policy> policy_;
+  Rng rng_;
+};
+
+}  // namespace infera::routing

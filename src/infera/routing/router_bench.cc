@@ -1,0 +1,69 @@
+// A full routing decision without tokenization (issue #2 target: p50 <= 25 us): hash an
+// 8,192-token prompt, read overlaps from a 1 M-entry index over 64 workers, read active load,
+// cost, pick, register the active blocks (and release them, so load stays flat).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "infera/common/clock.h"
+#include "infera/kv/active_load.h"
+#include "infera/kv/index.h"
+#include "infera/routing/router.h"
+#include "tests/support/kv_population.h"
+
+namespace infera::routing {
+namespace {
+
+constexpr uint32_t kBs = 16;
+constexpr uint32_t kWorkers = 64;
+
+void BM_RoutingDecision(benchmark::State& state) {
+  kv::KvIndex index(kv::KvIndex::Options{kBs, kWorkers});
+  SteadyClock clock;
+  kv::ActiveLoad load(kv::ActiveLoad::Options{std::chrono::minutes(5), kWorkers}, clock);
+  std::vector<kv::WorkerId> workers;
+  for (kv::WorkerId w = 0; w < kWorkers; ++w) {
+    index.add_worker(w);
+    workers.push_back(w);
+  }
+  const auto pop = testing::populate(kWorkers, 15625, 8, 256, 512, kBs, 42,
+                                     [&](const kv::StoredEvent& e) { index.apply(e); });
+  // Background load: 4 requests in flight per worker, 64 blocks each.
+  Rng rng(5);
+  for (kv::WorkerId w = 0; w < kWorkers; ++w) {
+    for (int r = 0; r < 4; ++r) {
+      std::vector<uint64_t> hs(64);
+      for (uint64_t& h : hs) h = rng.next();
+      load.add(w, hs);
+    }
+  }
+  auto router = Router::create(RouterOptions{.policy = state.range(0) ? "kv-aware" : "round-robin"},
+                               index, load);
+  if (!router.ok()) {
+    state.SkipWithError("router");
+    return;
+  }
+  std::vector<uint64_t> hashes;
+  std::vector<double> us;
+  uint64_t hits = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    kv::compute_seq_hashes(pop.shared_prompt, kBs, kv::kHashSeed, hashes);
+    auto routed = (*router)->route(hashes, static_cast<uint32_t>(pop.shared_prompt.size()), workers);
+    const auto t1 = std::chrono::steady_clock::now();
+    hits += routed->decision.chosen().cache_hits;
+    (*router)->release(routed->ticket);
+    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  std::sort(us.begin(), us.end());
+  state.counters["p50_us"] = us[us.size() / 2];
+  state.counters["p99_us"] = us[us.size() * 99 / 100];
+  state.counters["mean_hits"] = static_cast<double>(hits) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_RoutingDecision)->ArgName("kv_aware")->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace infera::routing
+
+BENCHMARK_MAIN();
