@@ -8,9 +8,14 @@
 // are valid until the next insert or erase. Not thread-safe: the owner synchronises.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include "infera/common/bits.h"
@@ -20,6 +25,9 @@ namespace infera {
 
 template <typename V>
 class FlatU64Map {
+  static_assert(std::is_trivially_copyable_v<V> && std::is_trivially_destructible_v<V>,
+                "slots live in raw, zero-filled memory");
+
  public:
   struct Slot {
     uint64_t key;  // 0 = empty
@@ -27,8 +35,16 @@ class FlatU64Map {
   };
 
   FlatU64Map() = default;
-  FlatU64Map(FlatU64Map&&) noexcept = default;
-  FlatU64Map& operator=(FlatU64Map&&) noexcept = default;
+  FlatU64Map(FlatU64Map&& o) noexcept { *this = std::move(o); }
+  FlatU64Map& operator=(FlatU64Map&& o) noexcept {
+    std::swap(slots_, o.slots_);
+    std::swap(cap_, o.cap_);
+    std::swap(size_, o.size_);
+    std::swap(has_zero_, o.has_zero_);
+    std::swap(zero_value_, o.zero_value_);
+    return *this;
+  }
+  ~FlatU64Map() { free_slots(slots_); }
 
   size_t size() const { return size_ + (has_zero_ ? 1 : 0); }
   bool empty() const { return size() == 0; }
@@ -51,9 +67,13 @@ class FlatU64Map {
   const V* find(uint64_t key) const { return const_cast<FlatU64Map*>(this)->find(key); }
   bool contains(uint64_t key) const { return find(key) != nullptr; }
 
-  // Hints the cache that `key` will be looked up soon (batch lookups in the index).
+  // Hints the cache that `key` will be looked up (or written) soon. Batch operations prefetch
+  // every key first so the cache misses overlap instead of queueing one after another.
   void prefetch(uint64_t key) const {
     if (slots_) __builtin_prefetch(&slots_[home(key)]);
+  }
+  void prefetch_for_write(uint64_t key) const {
+    if (slots_) __builtin_prefetch(&slots_[home(key)], 1);
   }
 
   // Returns the value for `key`, inserting `init` when absent; `.second` tells which.
@@ -97,7 +117,8 @@ class FlatU64Map {
   }
 
   void clear() {
-    slots_.reset();
+    free_slots(slots_);
+    slots_ = nullptr;
     cap_ = 0;
     size_ = 0;
     has_zero_ = false;
@@ -162,17 +183,39 @@ class FlatU64Map {
 
   void rehash(size_t new_cap) {
     INFERA_CHECK(new_cap % 16 == 0 && new_cap > size_);
-    std::unique_ptr<Slot[]> old = std::move(slots_);
+    Slot* old = slots_;
     const size_t old_cap = cap_;
-    slots_ = std::make_unique<Slot[]>(new_cap);  // value-initialised: every key is 0
+    slots_ = alloc_slots(new_cap);
     cap_ = new_cap;
     size_ = 0;
     for (size_t i = 0; i < old_cap; ++i) {
       if (old[i].key != 0) insert_new(old[i].key, std::move(old[i].value));
     }
+    free_slots(old);
   }
 
-  std::unique_ptr<Slot[]> slots_;
+  // Zero-filled slot memory. Tables of 2 MiB and more are 2 MiB-aligned and advised to use
+  // transparent huge pages: at fleet scale every lookup is a random access into tens of MiB,
+  // and 4 KiB pages would add a TLB miss to each cache miss.
+  static constexpr size_t kHugePage = size_t{2} << 20;
+  static Slot* alloc_slots(size_t n) {
+    const size_t bytes = n * sizeof(Slot);
+    void* p = nullptr;
+    if (bytes >= kHugePage) {
+      const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+      p = std::aligned_alloc(kHugePage, rounded);
+      INFERA_CHECK(p != nullptr);
+      madvise(p, rounded, MADV_HUGEPAGE);
+    } else {
+      p = std::malloc(bytes);
+      INFERA_CHECK(p != nullptr);
+    }
+    std::memset(p, 0, bytes);
+    return static_cast<Slot*>(p);
+  }
+  static void free_slots(Slot* p) { std::free(p); }
+
+  Slot* slots_ = nullptr;
   size_t cap_ = 0;
   size_t size_ = 0;  // entries in slots_ (excludes the zero key)
   bool has_zero_ = false;

@@ -1,5 +1,6 @@
 #include "infera/kv/index.h"
 
+#include <algorithm>
 #include <mutex>
 #include <shared_mutex>
 
@@ -288,10 +289,17 @@ ApplyResult KvIndex::apply(const StoredEvent& event) {
   }
 
   if (event.medium == Medium::kGpu) {
+    // Chain the router hashes, then prefetch every slot the inserts will touch so their cache
+    // misses overlap (the tables are far larger than the caches at fleet scale).
     for (size_t i = 0; i < num_blocks; ++i) {
-      const uint64_t router = has_parent ? chain_block_hash(prev, local[i], seed) : local[i];
+      local[i] = has_parent ? chain_block_hash(prev, local[i], seed) : local[i];
       has_parent = true;
-      prev = router;
+      prev = local[i];
+      w.gpu.prefetch_for_write(event.engine_hashes[i]);
+      g.holders.prefetch_for_write(local[i]);
+    }
+    for (size_t i = 0; i < num_blocks; ++i) {
+      const uint64_t router = local[i];
       const uint64_t engine = event.engine_hashes[i];
       auto [mapped, inserted] = w.gpu.try_emplace(engine, router);
       if (!inserted) {
@@ -343,20 +351,33 @@ ApplyResult KvIndex::apply(const RemovedEvent& event) {
     }
     WorkerState& w = g.workers[event.worker % kGroupSize];
     if (event.medium == Medium::kGpu) {
-      for (const uint64_t engine : event.engine_hashes) {
-        const uint64_t* router_ptr = w.gpu.find(engine);
-        if (!router_ptr) {
-          ++unknown;
-          continue;
+      // Three passes so the cache misses of a batch overlap: prefetch the engine slots, read the
+      // router hashes and prefetch their holder slots, then erase.
+      for (const uint64_t engine : event.engine_hashes) w.gpu.prefetch_for_write(engine);
+      constexpr size_t kBatch = 32;
+      uint64_t routers[kBatch];
+      for (size_t start = 0; start < event.engine_hashes.size(); start += kBatch) {
+        const auto chunk = event.engine_hashes.subspan(
+            start, std::min(kBatch, event.engine_hashes.size() - start));
+        for (size_t i = 0; i < chunk.size(); ++i) {
+          const uint64_t* router = w.gpu.find(chunk[i]);
+          routers[i] = router ? *router : 0;
+          if (router) g.holders.prefetch_for_write(*router);
         }
-        ++removed;
-        if (uint32_t* dups = w.gpu_dups.find(engine)) {
-          if (--*dups == 0) w.gpu_dups.erase(engine);
-          continue;
+        for (size_t i = 0; i < chunk.size(); ++i) {
+          const uint64_t engine = chunk[i];
+          if (!w.gpu.contains(engine)) {
+            ++unknown;
+            continue;
+          }
+          ++removed;
+          if (uint32_t* dups = w.gpu_dups.find(engine)) {
+            if (--*dups == 0) w.gpu_dups.erase(engine);
+            continue;
+          }
+          w.gpu.erase(engine);
+          g.drop_gpu_name(w, routers[i], bit);
         }
-        const uint64_t router = *router_ptr;
-        w.gpu.erase(engine);
-        g.drop_gpu_name(w, router, bit);
       }
     } else {
       LowerTier& tier = w.lower[static_cast<size_t>(event.medium) - 1];

@@ -228,9 +228,14 @@ template <typename Index>
 void BM_Memory(benchmark::State& state) {
   for (auto _ : state) {
     malloc_trim(0);
-    const size_t before = mallinfo2().uordblks;
+    // Heap in use: small blocks (uordblks) plus mmap-backed large blocks (hblkhd).
+    auto in_use = [] {
+      const struct mallinfo2 mi = mallinfo2();
+      return mi.uordblks + mi.hblkhd;
+    };
+    const size_t before = in_use();
     Loaded<Index> l = load<Index>();
-    const size_t after = mallinfo2().uordblks;
+    const size_t after = in_use();
     // Subtract what the population helper keeps (the prompt) so only the index is counted.
     const size_t prompt_bytes = l.pop.shared_prompt.capacity() * sizeof(TokenId) +
                                 l.prompt_hashes.capacity() * sizeof(uint64_t);
