@@ -1,0 +1,119 @@
+#include "infera/config/flags.h"
+
+#include <gtest/gtest.h>
+
+#include "infera/config/server_config.h"
+
+namespace infera::config {
+namespace {
+
+std::vector<std::string> args(std::initializer_list<const char*> a) {
+  return std::vector<std::string>(a.begin(), a.end());
+}
+
+TEST(FlagSetTest, ParsesValuesBothWaysAndAliases) {
+  std::string s;
+  uint32_t n = 0;
+  double d = 0;
+  bool b = false;
+  std::vector<std::string> many;
+  FlagSet f("usage");
+  f.add("--name", &s, "");
+  f.add("--block-size|--page-size", &n, "");
+  f.add("--weight", &d, "");
+  f.add("--enable", &b, "");
+  f.add("--worker", &many, "");
+  ASSERT_TRUE(f.parse(args({"--name", "x", "--page-size=32", "--weight", "0.5", "--enable",
+                            "--worker", "a", "--worker=b"}))
+                  .ok());
+  EXPECT_EQ(s, "x");
+  EXPECT_EQ(n, 32u);
+  EXPECT_EQ(d, 0.5);
+  EXPECT_TRUE(b);
+  EXPECT_EQ(many, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(f.was_set("--block-size"));
+}
+
+TEST(FlagSetTest, RejectsUnknownAndMalformed) {
+  uint32_t n = 0;
+  FlagSet f("usage");
+  f.add("--n", &n, "");
+  EXPECT_FALSE(f.parse(args({"--bogus", "1"})).ok());
+  EXPECT_FALSE(f.parse(args({"--n", "-3"})).ok());
+  EXPECT_FALSE(f.parse(args({"--n", "12abc"})).ok());
+  EXPECT_FALSE(f.parse(args({"--n"})).ok());
+}
+
+TEST(FlagSetTest, CollectsUnknownFlagsForPassThrough) {
+  uint32_t n = 0;
+  FlagSet f("usage");
+  f.add("--port", &n, "");
+  std::vector<std::string> rest;
+  ASSERT_TRUE(f.parse(args({"--port", "8", "--gpu-memory-utilization", "0.9", "--enforce-eager",
+                            "--max-model-len=4096"}),
+                      &rest)
+                  .ok());
+  EXPECT_EQ(n, 8u);
+  EXPECT_EQ(rest, args({"--gpu-memory-utilization", "0.9", "--enforce-eager", "--max-model-len=4096"}));
+}
+
+TEST(HostPortTest, Parses) {
+  auto hp = parse_host_port("127.0.0.1:2379");
+  ASSERT_TRUE(hp.ok());
+  EXPECT_EQ(hp->host, "127.0.0.1");
+  EXPECT_EQ(hp->port, 2379);
+  auto v6 = parse_host_port("[::1]:80");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_FALSE(parse_host_port("nohost").ok());
+  EXPECT_FALSE(parse_host_port("h:99999").ok());
+  EXPECT_FALSE(parse_host_port("h:0").ok());
+}
+
+TEST(ServerConfigTest, DocumentedCommandLineParses) {
+  bool help = false;
+  std::string text;
+  auto c = parse_server_flags(
+      args({"--router-policy", "kv-aware", "--router-tokenizer-path", "Qwen/Qwen3-0.6B",
+            "--kv-overlap-weight", "1.0", "--discovery-backend", "etcd", "--etcd-endpoint",
+            "127.0.0.1:2379", "--request-transport", "http", "--kv-event-transport", "zmq",
+            "--kv-prefill-overlap-weight", "20", "--kv-decode-overlap-weight", "2"}),
+      &help, &text);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->port, 8000u);
+  EXPECT_EQ(c->block_size, 16u);
+  EXPECT_EQ(*c->kv_prefill_overlap_weight, 20.0);
+  EXPECT_EQ(c->discovery_backend, "etcd");
+}
+
+TEST(ServerConfigTest, UnsupportedBackendsAreClearStartupErrors) {
+  bool help = false;
+  std::string text;
+  auto k8s = parse_server_flags(args({"--discovery-backend", "k8s"}), &help, &text);
+  ASSERT_FALSE(k8s.ok());
+  EXPECT_EQ(k8s.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(k8s.status().message().find("not supported yet"), std::string::npos);
+  auto nats = parse_server_flags(args({"--worker", "http://a:1", "--kv-event-transport", "nats"}),
+                                 &help, &text);
+  ASSERT_FALSE(nats.ok());
+  EXPECT_EQ(nats.status().code(), StatusCode::kUnimplemented);
+  EXPECT_FALSE(parse_server_flags(args({}), &help, &text).ok());  // static without workers
+  EXPECT_FALSE(parse_server_flags(args({"--discovery-backend", "etcd"}), &help, &text).ok());
+}
+
+TEST(ServerConfigTest, HelpListsContractFlags) {
+  bool help = false;
+  std::string text;
+  auto c = parse_server_flags(args({"--help"}), &help, &text);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(help);
+  for (const char* flag : {"--router-policy", "--router-tokenizer-path", "--kv-overlap-weight",
+                           "--kv-prefill-overlap-weight", "--kv-decode-overlap-weight",
+                           "--block-size", "--page-size", "--discovery-backend", "--etcd-endpoint",
+                           "--worker", "--request-transport", "--kv-event-transport"}) {
+    EXPECT_NE(text.find(flag), std::string::npos) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace infera::config

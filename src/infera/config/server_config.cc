@@ -1,0 +1,141 @@
+#include "infera/config/server_config.h"
+
+#include "infera/config/flags.h"
+
+namespace infera::config {
+namespace {
+
+Status validate(const ServerConfig& c) {
+  if (c.port > 65535) return invalid_argument("--port must be 0..65535");
+  if (c.block_size == 0) return invalid_argument("--block-size must be > 0");
+  if (c.io_threads == 0 || c.io_threads > 64) return invalid_argument("--io-threads must be 1..64");
+  auto weight_ok = [](double w) { return w >= 0; };
+  if (!weight_ok(c.kv_overlap_weight) ||
+      (c.kv_prefill_overlap_weight && !weight_ok(*c.kv_prefill_overlap_weight)) ||
+      (c.kv_decode_overlap_weight && !weight_ok(*c.kv_decode_overlap_weight))) {
+    return invalid_argument("overlap weights must be >= 0");
+  }
+  if (c.router_temperature < 0) return invalid_argument("--router-temperature must be >= 0");
+  if (c.discovery_backend == "static") {
+    if (c.workers.empty()) {
+      return invalid_argument("--discovery-backend static needs at least one --worker URL");
+    }
+  } else if (c.discovery_backend == "etcd") {
+    if (c.etcd_endpoint.empty()) {
+      return invalid_argument("--discovery-backend etcd needs --etcd-endpoint HOST:PORT");
+    }
+    INFERA_RETURN_IF_ERROR(parse_host_port(c.etcd_endpoint).status());
+  } else if (c.discovery_backend == "k8s" || c.discovery_backend == "kubernetes") {
+    return unimplemented("--discovery-backend " + c.discovery_backend +
+                         " is not supported yet (use static or etcd)");
+  } else {
+    return invalid_argument("unknown --discovery-backend '" + c.discovery_backend +
+                            "' (supported: static, etcd)");
+  }
+  if (c.request_transport != "http") {
+    return c.request_transport == "nats"
+               ? unimplemented("--request-transport nats is not supported yet (use http)")
+               : invalid_argument("unknown --request-transport '" + c.request_transport +
+                                  "' (supported: http)");
+  }
+  if (c.kv_event_transport != "zmq") {
+    return c.kv_event_transport == "nats"
+               ? unimplemented("--kv-event-transport nats is not supported yet (use zmq)")
+               : invalid_argument("unknown --kv-event-transport '" + c.kv_event_transport +
+                                  "' (supported: zmq)");
+  }
+  if (c.max_body_bytes < 1024) return invalid_argument("--max-body-bytes must be >= 1024");
+  if (c.max_header_bytes < 1024) return invalid_argument("--max-header-bytes must be >= 1024");
+  for (double t : {c.client_idle_timeout_s, c.upstream_connect_timeout_s,
+                   c.upstream_first_byte_timeout_s, c.upstream_idle_timeout_s,
+                   c.request_timeout_s}) {
+    if (!(t > 0)) return invalid_argument("timeouts must be > 0 seconds");
+  }
+  if (c.active_block_ttl_s <= 0) return invalid_argument("--active-block-ttl-s must be > 0");
+  if (!c.admin_host.empty() && c.admin_port == 0) {
+    return invalid_argument("--admin-host needs --admin-port");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool* help_requested,
+                                        std::string* help) {
+  ServerConfig c;
+  FlagSet f("usage: infera server [flags]\n\nThe gateway: an OpenAI-compatible, KV-aware proxy in "
+            "front of a fleet of vLLM, SGLang or mock engines.");
+  f.add("--host", &c.host, "address to listen on (default 0.0.0.0)", "HOST");
+  f.add("--port", &c.port, "port to listen on (default 8000; 0 picks a free port)", "PORT");
+  f.add("--io-threads", &c.io_threads, "threads serving HTTP (default 2)", "N");
+  f.add("--router-policy", &c.router_policy,
+        "kv-aware (default), round-robin, random or least-loaded", "POLICY");
+  f.add("--router-tokenizer-path", &c.tokenizer_path,
+        "tokenizer directory or Hugging Face id (offline cache) used to hash prompts", "PATH_OR_ID");
+  f.add("--kv-overlap-weight", &c.kv_overlap_weight,
+        "weight of uncached blocks in the cost (default 1.0; 0 = pure load balance)", "W");
+  f.add("--kv-prefill-overlap-weight", &c.kv_prefill_overlap_weight,
+        "weight for choosing prefill workers (default: --kv-overlap-weight)", "W");
+  f.add("--kv-decode-overlap-weight", &c.kv_decode_overlap_weight,
+        "weight for choosing decode workers (default: --kv-overlap-weight)", "W");
+  f.add("--router-temperature", &c.router_temperature,
+        "0 (default): lowest cost wins; > 0: softmax sampling over normalised costs", "T");
+  f.add("--router-seed", &c.router_seed, "seed for tie-breaking (default: random)", "N");
+  f.add("--block-size|--page-size", &c.block_size,
+        "tokens per KV block; must equal every worker's (default 16)", "N");
+  f.add("--active-block-ttl-s", &c.active_block_ttl_s,
+        "in-flight requests older than this stop counting as load (default 300)", "SECONDS");
+  f.add("--discovery-backend", &c.discovery_backend, "static (default) or etcd", "BACKEND");
+  f.add("--etcd-endpoint", &c.etcd_endpoint, "etcd v3 endpoint for --discovery-backend etcd",
+        "HOST:PORT");
+  f.add("--etcd-prefix", &c.etcd_prefix, "etcd key prefix of worker records (default infera/workers/)",
+        "PREFIX");
+  f.add("--worker", &c.workers,
+        "static worker, repeatable: URL[,kv=ENDPOINT][,replay=ENDPOINT][,topic=T]"
+        "[,role=prefill|decode|both]",
+        "SPEC");
+  f.add("--request-transport", &c.request_transport, "http (default)", "TRANSPORT");
+  f.add("--kv-event-transport", &c.kv_event_transport, "zmq (default)", "TRANSPORT");
+  f.add("--kv-events-bind", &c.kv_events_bind,
+        "also bind a SUB socket here for engines that connect to the router (topic = worker id)",
+        "ENDPOINT");
+  f.add("--max-body-bytes", &c.max_body_bytes, "largest request body (default 16 MiB)", "BYTES");
+  f.add("--max-header-bytes", &c.max_header_bytes, "largest request header (default 16 KiB)",
+        "BYTES");
+  f.add("--max-prompt-tokens", &c.max_prompt_tokens, "longest prompt accepted (default 1048576)",
+        "N");
+  f.add("--max-messages", &c.max_messages, "most chat messages accepted (default 10000)", "N");
+  f.add("--max-json-depth", &c.max_json_depth, "deepest JSON nesting accepted (default 64)", "N");
+  f.add("--client-idle-timeout-s", &c.client_idle_timeout_s,
+        "client read / keep-alive idle deadline (default 60)", "SECONDS");
+  f.add("--upstream-connect-timeout-s", &c.upstream_connect_timeout_s,
+        "connecting to a worker (default 5)", "SECONDS");
+  f.add("--upstream-first-byte-timeout-s", &c.upstream_first_byte_timeout_s,
+        "waiting for a worker's first response byte (default 600)", "SECONDS");
+  f.add("--upstream-idle-timeout-s", &c.upstream_idle_timeout_s,
+        "longest pause inside a worker's stream (default 300)", "SECONDS");
+  f.add("--request-timeout-s", &c.request_timeout_s, "whole request, stream included (default 3600)",
+        "SECONDS");
+  f.add("--retries", &c.retries, "other workers tried when one fails before any byte (default 2)",
+        "N");
+  f.add("--max-inflight-per-worker", &c.max_inflight_per_worker,
+        "requests in flight per worker before queueing (default 0 = unlimited)", "N");
+  f.add("--max-queue", &c.max_queue, "requests waiting for a worker before 429 (default 4096)", "N");
+  f.add("--shutdown-grace-s", &c.shutdown_grace_s,
+        "on SIGTERM, how long in-flight streams may finish (default 30)", "SECONDS");
+  f.add("--admin-token", &c.admin_token,
+        "require 'Authorization: Bearer TOKEN' on /v1/admin/* and /metrics", "TOKEN");
+  f.add("--admin-host", &c.admin_host, "serve admin and metrics on a separate listener", "HOST");
+  f.add("--admin-port", &c.admin_port, "port of the separate admin listener", "PORT");
+  f.add("--log-level", &c.log_level, "debug, info (default), warn or error", "LEVEL");
+  INFERA_RETURN_IF_ERROR(f.parse(args));
+  *help_requested = f.help_requested();
+  if (f.help_requested()) {
+    *help = f.help();
+    return c;
+  }
+  INFERA_RETURN_IF_ERROR(validate(c));
+  return c;
+}
+
+}  // namespace infera::config

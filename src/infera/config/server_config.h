@@ -1,0 +1,66 @@
+// ServerConfig: every setting of `infera server`, with the product documentation's flag names
+// (ARCHITECTURE section 2: those names are a contract) and defaults, parsed and validated once
+// at startup. Immutable afterwards; any thread may read it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "infera/common/status.h"
+
+namespace infera::config {
+
+struct ServerConfig {
+  // Listener
+  std::string host = "0.0.0.0";
+  uint32_t port = 8000;
+  uint32_t io_threads = 2;
+  // Routing
+  std::string router_policy = "kv-aware";
+  std::string tokenizer_path;  // --router-tokenizer-path: a directory or a Hugging Face id
+  double kv_overlap_weight = 1.0;
+  std::optional<double> kv_prefill_overlap_weight;
+  std::optional<double> kv_decode_overlap_weight;
+  double router_temperature = 0.0;
+  uint64_t router_seed = 0;  // 0: seeded from the system's entropy
+  uint32_t block_size = 16;  // --block-size / --page-size
+  double active_block_ttl_s = 300;  // in-flight requests older than this stop counting as load
+  // Discovery and transports
+  std::string discovery_backend = "static";
+  std::string etcd_endpoint;  // HOST:PORT
+  std::string etcd_prefix = "infera/workers/";
+  std::vector<std::string> workers;  // --worker specs (static discovery)
+  std::string request_transport = "http";
+  std::string kv_event_transport = "zmq";
+  std::string kv_events_bind;  // optional: a SUB endpoint the router binds for engines that connect
+  // Limits and timeouts
+  uint64_t max_body_bytes = 16ull << 20;
+  uint32_t max_header_bytes = 16u << 10;
+  uint32_t max_prompt_tokens = 1u << 20;
+  uint32_t max_messages = 10000;
+  uint32_t max_json_depth = 64;
+  double client_idle_timeout_s = 60;     // keep-alive idle, and each client read
+  double upstream_connect_timeout_s = 5;
+  double upstream_first_byte_timeout_s = 600;  // queueing on a busy engine can be long
+  double upstream_idle_timeout_s = 300;  // gap between two chunks of a stream
+  double request_timeout_s = 3600;       // whole request, stream included
+  uint32_t retries = 2;                  // other workers tried when one fails before any byte
+  uint32_t max_inflight_per_worker = 0;  // 0: unlimited
+  uint32_t max_queue = 4096;             // requests waiting for a worker slot before 429
+  double shutdown_grace_s = 30;
+  // Admin API
+  std::string admin_token;  // bearer token for /v1/admin/* and /metrics when set
+  std::string admin_host;   // separate listener for admin + metrics when set
+  uint32_t admin_port = 0;
+  std::string log_level = "info";
+};
+
+// Parses and validates `infera server` flags. On --help returns ok with `help` filled and
+// *help_requested set.
+Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool* help_requested,
+                                        std::string* help);
+
+}  // namespace infera::config
