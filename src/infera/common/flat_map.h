@@ -2,8 +2,10 @@
 // that hold millions of entries (the KV index, active load, the engine's prefix cache).
 // Robin Hood linear probing with backward-shift deletion (no tombstones), one flat array of
 // {key, value} slots. Capacity is any multiple of 16 (slot = multiply-shift "fastrange" of the
-// mixed key), the table grows by 1.25x at load 0.85, so it stays between 68 % and 85 % full:
-// memory per entry is what the index's budget needs (docs/benchmarks.md). Keys may be any
+// mixed key). By default the table grows by 1.25x at load 0.85, so it stays between 68 % and
+// 85 % full: memory per entry is what the KV index's budget needs (docs/benchmarks.md). Tables
+// that favour insert speed over memory (ActiveLoad) ask for a lower max load, which also
+// grows them by 2x. Keys may be any
 // uint64 (the key 0 is kept out of the array in a side slot). Pointers returned by find/insert
 // are valid until the next insert or erase. Not thread-safe: the owner synchronises.
 #pragma once
@@ -35,11 +37,16 @@ class FlatU64Map {
   };
 
   FlatU64Map() = default;
+  // `max_load_percent` in [20, 90]: 85 is dense, 50 trades memory for faster inserts.
+  explicit FlatU64Map(unsigned max_load_percent) : max_load_percent_(max_load_percent) {
+    INFERA_CHECK(max_load_percent >= 20 && max_load_percent <= 90);
+  }
   FlatU64Map(FlatU64Map&& o) noexcept { *this = std::move(o); }
   FlatU64Map& operator=(FlatU64Map&& o) noexcept {
     std::swap(slots_, o.slots_);
     std::swap(cap_, o.cap_);
     std::swap(size_, o.size_);
+    std::swap(max_load_percent_, o.max_load_percent_);
     std::swap(has_zero_, o.has_zero_);
     std::swap(zero_value_, o.zero_value_);
     return *this;
@@ -85,7 +92,7 @@ class FlatU64Map {
       return {&zero_value_, true};
     }
     if (V* v = find(key)) return {v, false};
-    if ((size_ + 1) * 20 > cap_ * 17) grow();
+    if ((size_ + 1) * 100 > cap_ * max_load_percent_) grow();
     return {insert_new(key, std::move(init)), true};
   }
 
@@ -126,7 +133,7 @@ class FlatU64Map {
   }
 
   void reserve(size_t n) {
-    const size_t cap = round_capacity(n * 20 / 17 + 1);
+    const size_t cap = round_capacity(n * 100 / max_load_percent_ + 1);
     if (cap > cap_) rehash(cap);
   }
 
@@ -179,7 +186,10 @@ class FlatU64Map {
     }
   }
 
-  void grow() { rehash(round_capacity(cap_ < 64 ? cap_ + 16 : cap_ + cap_ / 4)); }
+  void grow() {
+    const size_t bigger = max_load_percent_ >= 75 ? cap_ + cap_ / 4 : cap_ * 2;
+    rehash(round_capacity(cap_ < 64 ? cap_ + 16 : bigger));
+  }
 
   void rehash(size_t new_cap) {
     INFERA_CHECK(new_cap % 16 == 0 && new_cap > size_);
@@ -217,6 +227,7 @@ class FlatU64Map {
 
   Slot* slots_ = nullptr;
   size_t cap_ = 0;
+  unsigned max_load_percent_ = 85;
   size_t size_ = 0;  // entries in slots_ (excludes the zero key)
   bool has_zero_ = false;
   V zero_value_{};

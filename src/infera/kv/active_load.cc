@@ -16,7 +16,9 @@ struct KvRequest {
 
 struct ActiveLoad::Worker {
   mutable std::mutex mu;
-  FlatU64Map<uint32_t> refs;                     // block hash -> in-flight requests holding it
+  // block hash -> in-flight requests holding it. Half full at most: routing inserts and
+  // releases a whole prompt's blocks per request, and these tables are small.
+  FlatU64Map<uint32_t> refs{50};
   std::unordered_map<uint64_t, KvRequest> live;  // serial -> request
   std::deque<std::pair<Nanos, uint64_t>> order;  // (added, serial), oldest first
   std::atomic<uint32_t> blocks{0};
