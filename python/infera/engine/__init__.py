@@ -1,0 +1,1 @@
+"""Engine entry points: python -m infera.engine.vllm|sglang|mock."""
