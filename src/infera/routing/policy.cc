@@ -1,5 +1,6 @@
 #include "infera/routing/policy.h"
 
+#include "infera/routing/approx_prefix.h"
 #include "infera/routing/kv_aware.h"
 #include "infera/routing/least_loaded.h"
 #include "infera/routing/random_policy.h"
@@ -14,6 +15,9 @@ Result<std::unique_ptr<Policy>> make_policy(std::string_view name) {
   if (name == "least-loaded") {
     return std::unique_ptr<Policy>(std::make_unique<LeastLoadedPolicy>());
   }
+  if (name == "approx-prefix") {
+    return std::unique_ptr<Policy>(std::make_unique<ApproxPrefixPolicy>(ApproxPrefixOptions{}));
+  }
   std::string known;
   for (const std::string& n : policy_names()) known += (known.empty() ? "" : ", ") + n;
   return invalid_argument("unknown router policy '" + std::string(name) + "' (known: " + known +
@@ -21,7 +25,7 @@ Result<std::unique_ptr<Policy>> make_policy(std::string_view name) {
 }
 
 std::vector<std::string> policy_names() {
-  return {"kv-aware", "round-robin", "random", "least-loaded"};
+  return {"kv-aware", "round-robin", "random", "least-loaded", "approx-prefix"};
 }
 
 }  // namespace infera::routing

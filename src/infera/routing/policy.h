@@ -30,6 +30,7 @@ struct ScoreRequest {
   uint32_t request_blocks = 0;  // ceil(prompt tokens / block size)
   double overlap_weight = 1.0;
   double temperature = 0.0;  // 0: lowest cost wins; > 0: softmax sampling over normalised costs
+  std::span<const uint64_t> seq_hashes;  // the prompt's full-block hashes (router-side history)
 };
 
 class Policy {
@@ -43,7 +44,7 @@ class Policy {
                         Rng& rng) = 0;
 };
 
-// "round-robin", "random", "least-loaded", "kv-aware".
+// "round-robin", "random", "least-loaded", "kv-aware", "approx-prefix".
 Result<std::unique_ptr<Policy>> make_policy(std::string_view name);
 std::vector<std::string> policy_names();
 

@@ -68,3 +68,46 @@ TEST(PolicyTest, KvAwareFollowsTheCacheUnlessLoadOutweighsIt) {
 
 }  // namespace
 }  // namespace infera::routing
+
+namespace infera::routing {
+namespace {
+
+std::vector<uint64_t> prompt_hashes(uint64_t family, size_t n) {
+  std::vector<uint64_t> h;
+  for (size_t i = 0; i < n; ++i) h.push_back(family * 1000 + i + 1);
+  return h;
+}
+
+TEST(ApproxPrefixTest, FollowsItsOwnHistoryAboveTheThreshold) {
+  auto p = make_policy("approx-prefix");
+  ASSERT_TRUE(p.ok());
+  Rng rng(3);
+  std::vector<Candidate> c{{0, 0, 0, 0, 0}, {1, 0, 0, 0, 0}, {2, 0, 0, 0, 0}};
+  const auto a = prompt_hashes(1, 10);
+  const size_t first = (*p)->choose({10, 1.0, 0.0, a}, c, rng);
+  // The same family again: the history match (10/10 > 0.3) wins even if that worker is busier.
+  c[first].active_requests = 5;
+  for (int i = 0; i < 20; ++i) EXPECT_EQ((*p)->choose({10, 1.0, 0.0, a}, c, rng), first);
+  EXPECT_EQ(c[first].cache_hits, 10u);
+}
+
+TEST(ApproxPrefixTest, LowMatchGoesToTheLeastLoaded) {
+  auto p = make_policy("approx-prefix");
+  Rng rng(3);
+  std::vector<Candidate> c{{0, 0, 3, 3, 0}, {1, 0, 1, 1, 0}, {2, 0, 2, 2, 0}};
+  EXPECT_EQ((*p)->choose({10, 1.0, 0.0, prompt_hashes(2, 10)}, c, rng), 1u);
+}
+
+TEST(ApproxPrefixTest, ImbalanceOverridesTheCache) {
+  auto p = make_policy("approx-prefix");
+  Rng rng(3);
+  std::vector<Candidate> c{{0, 0, 0, 0, 0}, {1, 0, 0, 0, 0}};
+  const auto a = prompt_hashes(3, 10);
+  const size_t first = (*p)->choose({10, 1.0, 0.0, a}, c, rng);
+  c[first].active_requests = 200;  // 200 - 10 > 64 and 200 > 1.5 * 10
+  c[1 - first].active_requests = 10;
+  EXPECT_EQ((*p)->choose({10, 1.0, 0.0, a}, c, rng), 1 - first);
+}
+
+}  // namespace
+}  // namespace infera::routing

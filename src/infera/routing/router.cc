@@ -70,7 +70,7 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
     c.active_blocks = load_.active_blocks(c.worker);
     c.active_requests = load_.active_requests(c.worker);
   }
-  ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature};
+  ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature, seq_hashes};
   {
     std::lock_guard lock(policy_mu_);
     d.winner = policy_->choose(request, d.table, rng_);
