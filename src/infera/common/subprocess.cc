@@ -1,0 +1,149 @@
+#include "infera/common/subprocess.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+extern char** environ;
+
+namespace infera {
+namespace {
+
+int exit_code(int wstatus) {
+  if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
+  if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
+  return 255;
+}
+
+}  // namespace
+
+Subprocess& Subprocess::operator=(Subprocess&& o) noexcept {
+  if (this != &o) {
+    if (pid_ > 0 && !status_) {
+      ::kill(pid_, SIGKILL);
+      reap(true);
+    }
+    pid_ = std::exchange(o.pid_, -1);
+    group_ = o.group_;
+    status_ = o.status_;
+  }
+  return *this;
+}
+
+Subprocess::~Subprocess() {
+  if (pid_ > 0 && !status_) {
+    signal(SIGKILL);
+    reap(true);
+  }
+}
+
+Result<Subprocess> Subprocess::spawn(const std::vector<std::string>& argv,
+                                     const SpawnOptions& options) {
+  if (argv.empty()) return invalid_argument("empty command");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (options.new_process_group) {
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+  }
+  if (!options.stdout_path.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, options.stdout_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  }
+  if (options.stderr_path == "stdout") {
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  } else if (!options.stderr_path.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, options.stderr_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  }
+  // Environment: ours, with `env` entries replacing or adding.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    std::string entry(*e);
+    bool replaced = false;
+    for (const auto& [k, v] : options.env) replaced = replaced || entry.rfind(k + "=", 0) == 0;
+    if (!replaced) env_strings.push_back(std::move(entry));
+  }
+  for (const auto& [k, v] : options.env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = argv;
+  std::vector<char*> argp;
+  for (auto& s : args) argp.push_back(s.data());
+  argp.push_back(nullptr);
+
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, argp[0], &actions, &attr, argp.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    return unavailable("cannot start '" + argv[0] + "': " + std::strerror(rc));
+  }
+  return Subprocess(pid, options.new_process_group);
+}
+
+bool Subprocess::reap(bool block) {
+  if (pid_ <= 0 || status_) return true;
+  int wstatus = 0;
+  const pid_t r = ::waitpid(pid_, &wstatus, block ? 0 : WNOHANG);
+  if (r == pid_) {
+    status_ = exit_code(wstatus);
+    return true;
+  }
+  if (r < 0 && errno == ECHILD) {
+    status_ = 255;
+    return true;
+  }
+  return false;
+}
+
+bool Subprocess::running() { return pid_ > 0 && !reap(false); }
+
+void Subprocess::signal(int sig) {
+  if (pid_ <= 0 || status_) return;
+  ::kill(group_ ? -pid_ : pid_, sig);
+}
+
+std::optional<int> Subprocess::wait_for(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // waitpid has no timeout: poll with a short, growing pause. This waits on a child process,
+  // not on a condition another thread of ours sets.
+  auto pause = std::chrono::milliseconds(1);
+  while (!reap(false)) {
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+  return status_;
+}
+
+int Subprocess::stop(std::chrono::milliseconds grace) {
+  if (pid_ <= 0) return 255;
+  signal(SIGTERM);
+  if (auto code = wait_for(grace)) return *code;
+  signal(SIGKILL);
+  reap(true);
+  return status_.value_or(255);
+}
+
+Result<int> run_process(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                        const std::string& log_path) {
+  SpawnOptions o;
+  o.stdout_path = log_path;
+  o.stderr_path = log_path.empty() ? "" : "stdout";
+  INFERA_ASSIGN_OR_RETURN(Subprocess child, Subprocess::spawn(argv, o));
+  if (auto code = child.wait_for(timeout)) return *code;
+  child.stop(std::chrono::milliseconds(1000));
+  return deadline_exceeded("'" + argv[0] + "' did not finish in time");
+}
+
+}  // namespace infera
