@@ -32,9 +32,11 @@ add_library(infera_test_warnings INTERFACE)
 target_compile_options(infera_test_warnings INTERFACE ${INFERA_COMMON_WARNINGS})
 
 if(INFERA_SANITIZE)
-  target_compile_options(infera_options INTERFACE -fsanitize=${INFERA_SANITIZE} -fno-omit-frame-pointer
-    $<$<STREQUAL:${INFERA_SANITIZE},thread>:$<$<CXX_COMPILER_ID:GNU>:-Wno-tsan>>)
+  target_compile_options(infera_options INTERFACE -fsanitize=${INFERA_SANITIZE} -fno-omit-frame-pointer)
   target_link_options(infera_options INTERFACE -fsanitize=${INFERA_SANITIZE})
+  if(INFERA_SANITIZE STREQUAL "thread" AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_compile_options(infera_options INTERFACE -Wno-tsan)
+  endif()
   if(INFERA_SANITIZE MATCHES "undefined")
     target_compile_options(infera_options INTERFACE -fno-sanitize-recover=undefined)
   endif()
