@@ -25,6 +25,13 @@ struct BlockStored {
   std::optional<std::string> kv_cache_spec_kind;  // "full_attention", "sliding_window", ...
   std::optional<int64_t> kv_cache_spec_sliding_window;
   uint32_t extra_keys_count = 0;  // entries of extra_keys (they are engine-hash inputs only)
+  // Fields newer vLLM adds (PR #51243 and later), each omitted from the wire when unset.
+  std::optional<std::string> locality;  // "LOCAL" / "REMOTE"
+  std::optional<std::string> ownership;
+  std::optional<std::string> session_id;
+  // extra_keys verbatim (one msgpack array) when any entry is not nil, so an encoder can write
+  // it back byte for byte; empty when extra_keys is absent or all nil (extra_keys_count says).
+  std::string extra_keys_msgpack;
 
   bool operator==(const BlockStored&) const = default;
 };
@@ -34,6 +41,8 @@ struct BlockRemoved {
   std::vector<uint64_t> block_hashes;
   std::optional<std::string> medium;
   std::optional<int64_t> group_idx;
+  std::optional<std::string> locality;  // newer vLLM, omitted when unset
+  std::optional<std::string> ownership;
 
   bool operator==(const BlockRemoved&) const = default;
 };

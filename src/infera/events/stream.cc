@@ -1,0 +1,308 @@
+#include "infera/events/stream.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "infera/common/log.h"
+#include "infera/events/msgpack.h"
+
+namespace infera::events {
+
+std::string_view subscriber_state_name(SubscriberState state) {
+  switch (state) {
+    case SubscriberState::kStopped: return "stopped";
+    case SubscriberState::kLive: return "live";
+    case SubscriberState::kStale: return "stale";
+  }
+  return "?";
+}
+
+std::string_view message_error_name(MessageError error) {
+  switch (error) {
+    case MessageError::kNone: return "none";
+    case MessageError::kFrameCount: return "frame_count";
+    case MessageError::kSequenceFrame: return "sequence_frame";
+    case MessageError::kUnknownTopic: return "unknown_topic";
+    case MessageError::kTooManyRanks: return "too_many_ranks";
+  }
+  return "?";
+}
+
+uint64_t StreamStats::decode_errors_total() const {
+  uint64_t n = 0;
+  for (const uint64_t e : decode_errors) n += e;
+  return n;
+}
+
+uint64_t StreamStats::message_errors_total() const {
+  uint64_t n = 0;
+  for (const uint64_t e : message_errors) n += e;
+  return n;
+}
+
+std::optional<uint64_t> StreamStats::last_seq(int64_t dp_rank) const {
+  for (const RankSequence& s : sequences) {
+    if (s.dp_rank == dp_rank) return s.last_seq;
+  }
+  return std::nullopt;
+}
+
+WorkerStream::WorkerStream(kv::KvIndex& index, StreamOptions options, ReplaySource* replay)
+    : index_(index),
+      options_(std::move(options)),
+      replay_(replay),
+      applier_(index, options_.worker, options_.apply) {
+  index_.add_worker(options_.worker);
+  stats_.state = SubscriberState::kLive;
+}
+
+void WorkerStream::on_message(std::span<const uint8_t> seq_frame, std::span<const uint8_t> payload) {
+  if (seq_frame.size() != 8 && seq_frame.size() != 24) {
+    count_error(MessageError::kSequenceFrame);
+    return;
+  }
+  const uint64_t seq = load_be(seq_frame.data(), 8);
+  const DecodeResult decoded = decode_batch(payload, scratch_, options_.limits, &spares_);
+  // An undecodable payload still consumed its sequence number: charge it to the rank of the
+  // previous batch (one rank per publisher socket in practice) so it does not look like a gap.
+  const int64_t rank_id = decoded.ok() ? scratch_.dp_rank.value_or(0) : last_rank_;
+  Rank* rank = rank_state(rank_id);
+  if (rank == nullptr) {
+    count_error(MessageError::kTooManyRanks);
+    return;
+  }
+  if (decoded.ok()) last_rank_ = rank_id;
+
+  // A 24-byte sequence frame carries a publisher id after the sequence (vLLM's snapshot
+  // extension): a new id is a new engine life even if the sequence did not go backwards.
+  const bool has_id = seq_frame.size() == 24;
+  const bool new_publisher =
+      has_id && rank->has_id && std::memcmp(rank->publisher_id.data(), seq_frame.data() + 8, 16) != 0;
+  if (!rank->seen) {
+    if (seq > 0) {
+      // Batches before this one were published before our subscription took effect (or before
+      // the router started): take them from the replay buffer.
+      const FillResult f = fill(*rank, 0, seq);
+      if (f.cancelled) return;
+      if (!f.complete) {
+        {
+          std::lock_guard lock(mu_);
+          ++stats_.partial_joins;
+        }
+        INFERA_LOG(kInfo, "events")
+            .msg("joined a running KV-event stream; its replay buffer no longer holds the start")
+            .kv("worker", options_.worker_name)
+            .kv("dp_rank", rank_id)
+            .kv("seq", seq)
+            .kv("replayed", f.applied);
+      }
+    }
+  } else if (new_publisher || seq <= rank->last) {
+    restart(*rank, seq);
+  } else if (seq > rank->last + 1) {
+    const uint64_t expected = rank->last + 1;
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.gaps;
+      stats_.missed_batches += seq - expected;
+    }
+    if (state() == SubscriberState::kStale) {
+      // Already stale: the mirror is untrusted until a clean slate, so repairing this gap buys
+      // nothing, and under overload replays would only slow the subscriber further.
+    } else if (const FillResult f = fill(*rank, expected, seq); f.cancelled) {
+      return;  // stopping: leave the mirror as it is
+    } else if (f.complete) {
+      INFERA_LOG(kDebug, "events")
+          .msg("KV-event gap repaired through replay")
+          .kv("worker", options_.worker_name)
+          .kv("dp_rank", rank_id)
+          .kv("from", expected)
+          .kv("to", seq - 1);
+    } else {
+      go_stale("gap not repaired by replay", rank_id, expected, seq);
+    }
+  }
+  rank->seen = true;
+  rank->last = seq;
+  if (has_id) {
+    rank->has_id = true;
+    std::memcpy(rank->publisher_id.data(), seq_frame.data() + 8, 16);
+  }
+
+  // The common path takes the stats lock once per message.
+  ApplyTally tally;
+  const bool recovered = decoded.ok() && apply_batch(scratch_, tally);
+  if (!decoded.ok()) count_decode_error(decoded, seq);
+  std::lock_guard lock(mu_);
+  ++stats_.messages;
+  if (decoded.ok()) {
+    ++stats_.batches;
+    stats_.applied.add(tally);
+    stats_.unknown_events += decoded.unknown_events;
+    if (recovered) ++stats_.recoveries;
+  }
+  auto it = std::find_if(stats_.sequences.begin(), stats_.sequences.end(),
+                         [&](const RankSequence& r) { return r.dp_rank == rank_id; });
+  if (it == stats_.sequences.end()) {
+    stats_.sequences.push_back(RankSequence{rank_id, seq});
+  } else {
+    it->last_seq = seq;
+  }
+}
+
+void WorkerStream::count_error(MessageError error) {
+  std::lock_guard lock(mu_);
+  if (stats_.message_errors[static_cast<size_t>(error)]++ == 0) {
+    INFERA_LOG(kWarn, "events")
+        .msg("malformed KV-event message skipped (first of its kind; later ones are counted)")
+        .kv("worker", options_.worker_name)
+        .kv("error", message_error_name(error));
+  }
+}
+
+void WorkerStream::set_stopped() { set_state(SubscriberState::kStopped); }
+
+StreamStats WorkerStream::stats() const {
+  std::lock_guard lock(mu_);
+  StreamStats out = stats_;
+  out.state = state();
+  return out;
+}
+
+WorkerStream::Rank* WorkerStream::rank_state(int64_t dp_rank) {
+  for (Rank& r : ranks_) {
+    if (r.dp_rank == dp_rank) return &r;
+  }
+  if (ranks_.size() >= options_.max_ranks) return nullptr;
+  ranks_.push_back(Rank{dp_rank});
+  return &ranks_.back();
+}
+
+WorkerStream::FillResult WorkerStream::fill(Rank& rank, uint64_t from, uint64_t until) {
+  FillResult result;
+  if (replay_ == nullptr) {
+    std::lock_guard lock(mu_);
+    ++stats_.replay_failures;
+    return result;
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.replays;
+  }
+  uint64_t next = from;
+  bool hole = false;
+  const Status status = replay_->replay(rank.dp_rank, from, [&](uint64_t seq, std::span<const uint8_t> payload) {
+    // Batches before `next` are applied already; those from `until` on arrive live.
+    if (seq < next || seq >= until) return;
+    if (seq > next) hole = true;  // the bounded buffer no longer holds [next, seq)
+    const DecodeResult d = decode_batch(payload, replay_scratch_, options_.limits, &spares_);
+    if (d.ok()) {
+      ApplyTally tally;
+      const bool recovered = apply_batch(replay_scratch_, tally);
+      std::lock_guard lock(mu_);
+      ++stats_.batches;
+      stats_.applied.add(tally);
+      stats_.unknown_events += d.unknown_events;
+      if (recovered) ++stats_.recoveries;
+    } else {
+      count_decode_error(d, seq);
+    }
+    ++result.applied;
+    next = seq + 1;
+  });
+  result.complete = status.ok() && !hole && next == until;
+  result.cancelled = status.code() == StatusCode::kCancelled;
+  {
+    std::lock_guard lock(mu_);
+    stats_.replayed_batches += result.applied;
+    if (!result.complete && !result.cancelled) ++stats_.replay_failures;
+  }
+  if (!status.ok() && !result.cancelled) {
+    INFERA_LOG(kWarn, "events")
+        .msg("KV-event replay failed")
+        .kv("worker", options_.worker_name)
+        .kv("dp_rank", rank.dp_rank)
+        .kv("from", from)
+        .kv("error", status.to_string());
+  }
+  return result;
+}
+
+bool WorkerStream::apply_batch(const EventBatch& batch, ApplyTally& tally) {
+  applier_.apply(batch, tally);
+  if (tally.clears == 0 || state() != SubscriberState::kStale) return false;
+  // AllBlocksCleared: the engine's GPU cache is empty, and so is our mirror: a clean slate.
+  index_.set_stale(options_.worker, false);
+  set_state(SubscriberState::kLive);
+  INFERA_LOG(kInfo, "events")
+      .msg("KV mirror fresh again after AllBlocksCleared")
+      .kv("worker", options_.worker_name);
+  return true;
+}
+
+void WorkerStream::count_decode_error(const DecodeResult& result, uint64_t seq) {
+  std::lock_guard lock(mu_);
+  if (stats_.decode_errors[static_cast<size_t>(result.error)]++ == 0) {
+    INFERA_LOG(kWarn, "events")
+        .msg("undecodable KV-event payload skipped (first of its kind; later ones are counted)")
+        .kv("worker", options_.worker_name)
+        .kv("error", decode_error_name(result.error))
+        .kv("offset", result.error_offset)
+        .kv("seq", seq);
+  }
+}
+
+void WorkerStream::restart(Rank& rank, uint64_t seq) {
+  INFERA_LOG(kInfo, "events")
+      .msg("engine restart detected (sequence went backwards or new publisher): rebuilding mirror")
+      .kv("worker", options_.worker_name)
+      .kv("dp_rank", rank.dp_rank)
+      .kv("last_seq", rank.last)
+      .kv("seq", seq);
+  index_.reset_worker(options_.worker);
+  index_.set_stale(options_.worker, false);
+  applier_.reset();
+  const bool was_stale = state() == SubscriberState::kStale;
+  set_state(SubscriberState::kLive);
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.restarts;
+    if (was_stale) ++stats_.recoveries;
+  }
+  // The reset dropped every rank's blocks: the others rebuild from their replay buffers.
+  for (Rank& other : ranks_) {
+    if (&other != &rank) other.seen = false;
+  }
+  rank.has_id = false;
+  if (seq > 0) {
+    // The new engine's first batches went out before we reconnected.
+    const FillResult f = fill(rank, 0, seq);
+    if (!f.complete && !f.cancelled) {
+      go_stale("restart catch-up not repaired by replay", rank.dp_rank, 0, seq);
+    }
+  }
+}
+
+void WorkerStream::go_stale(const char* reason, int64_t dp_rank, uint64_t expected, uint64_t got) {
+  index_.reset_worker(options_.worker);
+  index_.set_stale(options_.worker, true);
+  const bool was_stale = state() == SubscriberState::kStale;
+  set_state(SubscriberState::kStale);
+  {
+    std::lock_guard lock(mu_);
+    if (!was_stale) ++stats_.stale_transitions;
+  }
+  INFERA_LOG(kWarn, "events")
+      .msg("KV mirror stale: events lost beyond repair; hits count as 0 until a clean slate")
+      .kv("worker", options_.worker_name)
+      .kv("reason", reason)
+      .kv("dp_rank", dp_rank)
+      .kv("expected_seq", expected)
+      .kv("got_seq", got);
+}
+
+void WorkerStream::set_state(SubscriberState state) {
+  state_.store(state, std::memory_order_release);
+}
+
+}  // namespace infera::events

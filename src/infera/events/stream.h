@@ -1,0 +1,117 @@
+// WorkerStream: one worker's KV-event stream as the router consumes it, independent of sockets:
+// decode each message, track sequence numbers per data-parallel rank, repair gaps through the
+// engine's replay buffer, detect engine restarts, mark the mirror stale when events are lost
+// beyond repair, and apply everything to the KV index in order. The ZMQ subscriber and the
+// bind-mode listener feed it frames; tests feed it directly with a fake ReplaySource.
+//
+// Sequence rules (KV_EVENTS.md 1.4, 6):
+//   - first message of a rank with seq > 0: catch up from seq 0 through replay (messages sent
+//     before the subscription took effect); when the buffer no longer reaches back, keep what it
+//     has (a partial join, counted; not stale: there was no earlier mirror to be wrong);
+//   - seq > last + 1: a gap; replay [last + 1, seq) and apply in order, then the live batch;
+//   - seq <= last, or a new publisher id in a 24-byte sequence frame: the engine restarted; drop
+//     the worker's mirror (every tier) and rebuild from the stream, catching up from seq 0;
+//   - a gap (or restart catch-up) the replay cannot fill, or no replay endpoint: drop the mirror
+//     and mark it stale (hits count as 0) with a WARN line; it is fresh again after the next
+//     AllBlocksCleared (a clean slate) or engine restart. While stale, gaps are counted but not
+//     replayed (nothing could make the mirror trusted again but a clean slate), and the live
+//     stream is still applied.
+// The worker's mirror is one per worker: with several DP ranks on one worker id, a restart or
+// AllBlocksCleared of one rank resets the whole worker (the other ranks then catch up from their
+// replay buffers). Give each rank its own worker id to keep them apart.
+//
+// Threading: on_message() and count_error() from one thread at a time (the socket thread);
+// stats() and state() from any thread. A replay blocks that thread only, never readers.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "infera/common/status.h"
+#include "infera/events/applier.h"
+#include "infera/events/decoder.h"
+#include "infera/events/stats.h"
+#include "infera/kv/index.h"
+
+namespace infera::events {
+
+// Fetches buffered batches from an engine's replay socket (vLLM's ROUTER).
+class ReplaySource {
+ public:
+  using Sink = std::function<void(uint64_t seq, std::span<const uint8_t> payload)>;
+  virtual ~ReplaySource() = default;
+  // Calls `sink` for each batch the publisher of `dp_rank` still holds from `from_seq` on, in
+  // the order it sends them, until its end marker. An error when the request fails or times out.
+  virtual Status replay(int64_t dp_rank, uint64_t from_seq, const Sink& sink) = 0;
+};
+
+struct StreamOptions {
+  kv::WorkerId worker = 0;
+  std::string worker_name;  // for logs: host:port
+  DecodeLimits limits;
+  EventApplier::Options apply;
+  uint32_t max_ranks = 64;  // data-parallel ranks tracked; messages of more are rejected
+};
+
+class WorkerStream {
+ public:
+  // `replay` may be null (no replay endpoint: every gap makes the mirror stale); it must outlive
+  // the stream. The worker is added to the index (idempotent).
+  WorkerStream(kv::KvIndex& index, StreamOptions options, ReplaySource* replay);
+
+  // Handles one live message: the 8- or 24-byte sequence frame and the msgpack payload.
+  void on_message(std::span<const uint8_t> seq_frame, std::span<const uint8_t> payload);
+  // Counts a message that was rejected before reaching on_message().
+  void count_error(MessageError error);
+  // Marks the stream stopped (stats keep their values).
+  void set_stopped();
+
+  StreamStats stats() const;
+  SubscriberState state() const { return state_.load(std::memory_order_acquire); }
+  const StreamOptions& options() const { return options_; }
+
+ private:
+  struct Rank {
+    int64_t dp_rank = 0;
+    bool seen = false;
+    uint64_t last = 0;
+    bool has_id = false;
+    std::array<uint8_t, 16> publisher_id{};
+  };
+  struct FillResult {
+    bool complete = false;
+    bool cancelled = false;  // the subscriber is stopping: neither stale nor fresh
+    uint64_t applied = 0;
+  };
+
+  Rank* rank_state(int64_t dp_rank);
+  // Replays [from, until) of `rank` and applies what arrives in order.
+  FillResult fill(Rank& rank, uint64_t from, uint64_t until);
+  // Applies a decoded batch; true when it ended a stale period (the caller counts it).
+  bool apply_batch(const EventBatch& batch, ApplyTally& tally);
+  void count_decode_error(const DecodeResult& result, uint64_t seq);
+  void restart(Rank& rank, uint64_t seq);
+  void go_stale(const char* reason, int64_t dp_rank, uint64_t expected, uint64_t got);
+  void set_state(SubscriberState state);
+
+  kv::KvIndex& index_;
+  StreamOptions options_;
+  ReplaySource* replay_;
+  EventApplier applier_;
+  std::vector<Rank> ranks_;
+  int64_t last_rank_ = 0;  // rank of the last decoded batch: where undecodable messages count
+  EventBatch scratch_;      // live decode target, reused
+  EventBatch replay_scratch_;
+  DecodeScratch spares_;    // event buffers between batches
+  std::atomic<SubscriberState> state_{SubscriberState::kLive};
+
+  mutable std::mutex mu_;
+  StreamStats stats_;  // guarded by mu_
+};
+
+}  // namespace infera::events

@@ -1,0 +1,259 @@
+#include "infera/events/subscriber.h"
+
+#include <pthread.h>
+#include <time.h>
+
+#include "infera/common/log.h"
+#include "infera/events/endpoint.h"
+#include "infera/events/zmq_io.h"
+
+namespace infera::events {
+namespace {
+
+// Messages handled per wake-up before the stop flag is looked at again.
+constexpr int kDrainBatch = 1024;
+
+std::shared_ptr<ZmqContext> or_new(std::shared_ptr<ZmqContext> context) {
+  return context ? std::move(context) : std::make_shared<ZmqContext>();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- KvEventSubscriber
+
+struct KvEventSubscriber::Sockets {
+  zmq::socket_t sub;
+};
+
+KvEventSubscriber::KvEventSubscriber(kv::KvIndex& index, SubscriberConfig config,
+                                     std::shared_ptr<ZmqContext> context)
+    : index_(index), config_(std::move(config)), context_(or_new(std::move(context))) {}
+
+KvEventSubscriber::~KvEventSubscriber() { stop(); }
+
+Status KvEventSubscriber::start() {
+  if (stream_) return failed_precondition("subscriber already started");
+  if (config_.endpoint.empty()) return invalid_argument("KV-event endpoint is empty");
+  if (config_.dp_size == 0) return invalid_argument("dp_size must be at least 1");
+  if (config_.worker >= index_.max_workers()) return invalid_argument("worker id out of range");
+  zmq::context_t& ctx = context_->impl().context;
+  auto sockets = std::make_unique<Sockets>();
+  try {
+    sockets->sub = zmq::socket_t(ctx, zmq::socket_type::sub);
+    sockets->sub.set(zmq::sockopt::linger, 0);
+    sockets->sub.set(zmq::sockopt::rcvhwm, config_.rcv_hwm);
+    sockets->sub.set(zmq::sockopt::subscribe, config_.topic);
+    for (uint32_t rank = 0; rank < config_.dp_size; ++rank) {
+      INFERA_ASSIGN_OR_RETURN(const std::string endpoint,
+                              offset_endpoint_port(config_.endpoint, rank));
+      sockets->sub.connect(endpoint);
+    }
+  } catch (const zmq::error_t& e) {
+    return invalid_argument("KV-event endpoint '" + config_.endpoint + "': " + e.what());
+  }
+  if (!config_.replay_endpoint.empty()) {
+    replay_ = std::make_unique<ZmqReplayClient>(ctx, config_.replay_endpoint,
+                                                config_.replay_timeout, stop_);
+  }
+  StreamOptions options;
+  options.worker = config_.worker;
+  options.worker_name = config_.worker_name;
+  options.limits = config_.limits;
+  options.apply = config_.apply;
+  stream_ = std::make_unique<WorkerStream>(index_, std::move(options), replay_.get());
+  thread_ = std::thread([this, s = std::move(sockets)]() mutable { run(std::move(s)); });
+  INFERA_LOG(kInfo, "events")
+      .msg("subscribed to KV events")
+      .kv("worker", config_.worker_name)
+      .kv("endpoint", config_.endpoint)
+      .kv("replay", config_.replay_endpoint)
+      .kv("topic", config_.topic)
+      .kv("dp_size", config_.dp_size);
+  return ok_status();
+}
+
+void KvEventSubscriber::run(std::unique_ptr<Sockets> sockets) {
+  zmq::socket_t& sub = sockets->sub;
+  std::array<zmq::message_t, 4> frames;
+  try {
+    while (!stop_.load(std::memory_order_acquire)) {
+      if (!wait_readable(sub, kPollSlice)) continue;
+      for (int i = 0; i < kDrainBatch && !stop_.load(std::memory_order_relaxed); ++i) {
+        const size_t n = recv_message(sub, frames);
+        if (n == 0) break;
+        if (n != 3) {
+          stream_->count_error(MessageError::kFrameCount);
+          continue;
+        }
+        stream_->on_message(frame_bytes(frames[1]), frame_bytes(frames[2]));
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    INFERA_LOG(kError, "events")
+        .msg("KV-event subscriber socket failed; no more events from this worker")
+        .kv("worker", config_.worker_name)
+        .kv("error", e.what());
+  }
+  stream_->set_stopped();
+}
+
+void KvEventSubscriber::stop() {
+  stop_.store(true, std::memory_order_release);
+  if (thread_.joinable()) thread_.join();
+}
+
+StreamStats KvEventSubscriber::stats() const {
+  return stream_ ? stream_->stats() : StreamStats{};
+}
+
+Nanos KvEventSubscriber::thread_cpu_time() const {
+  if (!thread_.joinable()) return Nanos(0);
+  clockid_t clock;
+  timespec ts{};
+  // const_cast: native_handle() is not const, but reading the thread's clock changes nothing.
+  if (pthread_getcpuclockid(const_cast<std::thread&>(thread_).native_handle(), &clock) != 0 ||
+      clock_gettime(clock, &ts) != 0) {
+    return Nanos(0);
+  }
+  return Nanos(int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec);
+}
+
+SubscriberState KvEventSubscriber::state() const {
+  return stream_ ? stream_->state() : SubscriberState::kStopped;
+}
+
+// ---------------------------------------------------------------- KvEventListener
+
+struct KvEventListener::Entry {
+  std::unique_ptr<ZmqReplayClient> replay;
+  std::unique_ptr<WorkerStream> stream;
+};
+
+struct KvEventListener::Sockets {
+  zmq::socket_t sub;
+};
+
+KvEventListener::KvEventListener(kv::KvIndex& index, ListenerConfig config,
+                                 std::shared_ptr<ZmqContext> context)
+    : index_(index), config_(std::move(config)), context_(or_new(std::move(context))) {}
+
+KvEventListener::~KvEventListener() { stop(); }
+
+Status KvEventListener::start() {
+  if (thread_.joinable()) return failed_precondition("listener already started");
+  auto sockets = std::make_unique<Sockets>();
+  try {
+    sockets->sub = zmq::socket_t(context_->impl().context, zmq::socket_type::sub);
+    sockets->sub.set(zmq::sockopt::linger, 0);
+    sockets->sub.set(zmq::sockopt::rcvhwm, config_.rcv_hwm);
+    sockets->sub.set(zmq::sockopt::subscribe, "");  // the topic is matched exactly, per worker
+    sockets->sub.bind(config_.endpoint);
+    bound_endpoint_ = sockets->sub.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return unavailable("cannot bind KV-event listener on '" + config_.endpoint + "': " + e.what());
+  }
+  thread_ = std::thread([this, s = std::move(sockets)]() mutable { run(std::move(s)); });
+  INFERA_LOG(kInfo, "events").msg("listening for KV events").kv("endpoint", bound_endpoint_);
+  return ok_status();
+}
+
+void KvEventListener::stop() {
+  stop_.store(true, std::memory_order_release);
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string KvEventListener::endpoint() const { return bound_endpoint_; }
+
+Status KvEventListener::add_worker(ListenerWorker worker) {
+  if (worker.worker >= index_.max_workers()) return invalid_argument("worker id out of range");
+  auto entry = std::make_shared<Entry>();
+  if (!worker.replay_endpoint.empty()) {
+    entry->replay = std::make_unique<ZmqReplayClient>(context_->impl().context,
+                                                      worker.replay_endpoint,
+                                                      config_.replay_timeout, stop_);
+  }
+  StreamOptions options;
+  options.worker = worker.worker;
+  options.worker_name = worker.worker_name;
+  options.limits = config_.limits;
+  options.apply = worker.apply;
+  std::lock_guard lock(mu_);
+  if (by_topic_.contains(worker.topic)) {
+    return invalid_argument("KV-event topic '" + worker.topic + "' is already registered");
+  }
+  entry->stream = std::make_unique<WorkerStream>(index_, std::move(options), entry->replay.get());
+  by_topic_.emplace(worker.topic, std::move(entry));
+  return ok_status();
+}
+
+void KvEventListener::remove_worker(kv::WorkerId worker) {
+  std::shared_ptr<Entry> gone;  // released outside the lock
+  std::lock_guard lock(mu_);
+  for (auto it = by_topic_.begin(); it != by_topic_.end(); ++it) {
+    if (it->second->stream->options().worker == worker) {
+      gone = std::move(it->second);
+      by_topic_.erase(it);
+      return;
+    }
+  }
+}
+
+std::optional<StreamStats> KvEventListener::stats(kv::WorkerId worker) const {
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [topic, e] : by_topic_) {
+      if (e->stream->options().worker == worker) entry = e;
+    }
+  }
+  if (!entry) return std::nullopt;
+  StreamStats s = entry->stream->stats();
+  if (!thread_.joinable() || stop_.load(std::memory_order_acquire)) s.state = SubscriberState::kStopped;
+  return s;
+}
+
+std::array<uint64_t, kNumMessageErrors> KvEventListener::unattributed_errors() const {
+  std::lock_guard lock(mu_);
+  return unattributed_;
+}
+
+std::shared_ptr<KvEventListener::Entry> KvEventListener::find(std::string_view topic) const {
+  std::lock_guard lock(mu_);
+  // One lookup per message under an uncontended lock.
+  auto it = by_topic_.find(topic);
+  return it == by_topic_.end() ? nullptr : it->second;
+}
+
+void KvEventListener::run(std::unique_ptr<Sockets> sockets) {
+  zmq::socket_t& sub = sockets->sub;
+  std::array<zmq::message_t, 4> frames;
+  try {
+    while (!stop_.load(std::memory_order_acquire)) {
+      if (!wait_readable(sub, kPollSlice)) continue;
+      for (int i = 0; i < kDrainBatch && !stop_.load(std::memory_order_relaxed); ++i) {
+        const size_t n = recv_message(sub, frames);
+        if (n == 0) break;
+        const std::string_view topic(static_cast<const char*>(frames[0].data()), frames[0].size());
+        const std::shared_ptr<Entry> entry = find(topic);
+        if (!entry) {
+          std::lock_guard lock(mu_);
+          ++unattributed_[static_cast<size_t>(n == 3 ? MessageError::kUnknownTopic
+                                                     : MessageError::kFrameCount)];
+          continue;
+        }
+        if (n != 3) {
+          entry->stream->count_error(MessageError::kFrameCount);
+          continue;
+        }
+        entry->stream->on_message(frame_bytes(frames[1]), frame_bytes(frames[2]));
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    INFERA_LOG(kError, "events")
+        .msg("KV-event listener socket failed; no more events")
+        .kv("endpoint", bound_endpoint_)
+        .kv("error", e.what());
+  }
+}
+
+}  // namespace infera::events
