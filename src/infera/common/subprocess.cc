@@ -2,11 +2,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -46,25 +47,28 @@ Subprocess::~Subprocess() {
 Result<Subprocess> Subprocess::spawn(const std::vector<std::string>& argv,
                                      const SpawnOptions& options) {
   if (argv.empty()) return invalid_argument("empty command");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  if (options.new_process_group) {
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
+  // Everything the child needs is prepared here: between fork and exec only async-signal-safe
+  // calls are allowed.
+  std::string path = argv[0];
+  if (path.find('/') == std::string::npos) {
+    const char* env_path = std::getenv("PATH");
+    std::string dirs = env_path ? env_path : "/usr/local/bin:/usr/bin:/bin";
+    path.clear();
+    size_t start = 0;
+    while (start <= dirs.size()) {
+      const size_t colon = dirs.find(':', start);
+      std::string dir = dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+      start = colon == std::string::npos ? dirs.size() + 1 : colon + 1;
+      const std::string candidate = (dir.empty() ? "." : dir) + "/" + argv[0];
+      if (::access(candidate.c_str(), X_OK) == 0) {
+        path = candidate;
+        break;
+      }
+    }
+    if (path.empty()) return unavailable("cannot start '" + argv[0] + "': not found on PATH");
+  } else if (::access(path.c_str(), X_OK) != 0) {
+    return unavailable("cannot start '" + path + "': " + std::strerror(errno));
   }
-  if (!options.stdout_path.empty()) {
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, options.stdout_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  }
-  if (options.stderr_path == "stdout") {
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  } else if (!options.stderr_path.empty()) {
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, options.stderr_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  }
-  // Environment: ours, with `env` entries replacing or adding.
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
     std::string entry(*e);
@@ -74,20 +78,41 @@ Result<Subprocess> Subprocess::spawn(const std::vector<std::string>& argv,
   }
   for (const auto& [k, v] : options.env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
+  for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::vector<std::string> args = argv;
   std::vector<char*> argp;
-  for (auto& s : args) argp.push_back(s.data());
+  for (auto& a : args) argp.push_back(a.data());
   argp.push_back(nullptr);
+  const bool same_file = options.stderr_path == "stdout";
+  const pid_t parent = ::getpid();
 
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, argp[0], &actions, &attr, argp.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    return unavailable("cannot start '" + argv[0] + "': " + std::strerror(rc));
+  const pid_t pid = ::fork();
+  if (pid < 0) return unavailable(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    if (options.new_process_group) ::setpgid(0, 0);
+    if (options.kill_with_parent) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
+    }
+    if (!options.stdout_path.empty()) {
+      const int fd = ::open(options.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0) ::_exit(126);
+      ::dup2(fd, STDOUT_FILENO);
+      ::close(fd);
+    }
+    if (same_file) {
+      ::dup2(STDOUT_FILENO, STDERR_FILENO);
+    } else if (!options.stderr_path.empty()) {
+      const int fd = ::open(options.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0) ::_exit(126);
+      ::dup2(fd, STDERR_FILENO);
+      ::close(fd);
+    }
+    ::execve(path.c_str(), argp.data(), envp.data());
+    ::_exit(127);
   }
+  if (options.new_process_group) ::setpgid(pid, pid);  // also from the parent: no race on kill
   return Subprocess(pid, options.new_process_group);
 }
 

@@ -22,6 +22,9 @@ struct SpawnOptions {
   std::string stdout_path;  // empty: inherit
   std::string stderr_path;  // empty: inherit; "stdout": same as stdout
   bool new_process_group = false;  // so a signal to the group reaches its children too
+  // The child gets SIGKILL when the thread that spawned it exits (Linux PR_SET_PDEATHSIG), so a
+  // test or demo that dies never leaves engines or etcd behind. Spawn from a long-lived thread.
+  bool kill_with_parent = true;
 };
 
 class Subprocess {
