@@ -1,0 +1,207 @@
+#include "infera/http/error.h"
+
+#include <cstdint>
+
+#include "infera/http/sse.h"
+
+namespace infera::http {
+namespace {
+
+constexpr std::string_view kInvalidRequest = "invalid_request_error";
+constexpr std::string_view kServerError = "server_error";
+constexpr std::string_view kRateLimit = "rate_limit_error";
+constexpr std::string_view kUpstreamError = "upstream_error";
+constexpr std::string_view kTimeout = "timeout_error";
+constexpr std::string_view kCancelled = "cancelled";
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 (RFC 3629: no overlongs, no
+// surrogates, nothing above U+10FFFF).
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+  const auto b0 = static_cast<uint8_t>(s[i]);
+  const size_t left = s.size() - i;
+  auto cont = [&](size_t k) { return (static_cast<uint8_t>(s[i + k]) & 0xC0) == 0x80; };
+  if (b0 < 0x80) return 1;
+  if (b0 >= 0xC2 && b0 <= 0xDF) return left >= 2 && cont(1) ? 2 : 0;
+  if (b0 >= 0xE0 && b0 <= 0xEF) {
+    if (left < 3 || !cont(1) || !cont(2)) return 0;
+    const auto b1 = static_cast<uint8_t>(s[i + 1]);
+    if (b0 == 0xE0 && b1 < 0xA0) return 0;  // overlong
+    if (b0 == 0xED && b1 > 0x9F) return 0;  // UTF-16 surrogates
+    return 3;
+  }
+  if (b0 >= 0xF0 && b0 <= 0xF4) {
+    if (left < 4 || !cont(1) || !cont(2) || !cont(3)) return 0;
+    const auto b1 = static_cast<uint8_t>(s[i + 1]);
+    if (b0 == 0xF0 && b1 < 0x90) return 0;  // overlong
+    if (b0 == 0xF4 && b1 > 0x8F) return 0;  // > U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+void append_optional_string(std::string& out, std::string_view value) {
+  if (value.empty()) {
+    out += "null";
+  } else {
+    append_json_string(out, value);
+  }
+}
+
+std::string_view default_message(int status) {
+  switch (status) {
+    case 400:
+      return "bad request";
+    case 404:
+      return "not found";
+    case 408:
+      return "request timed out";
+    case 413:
+      return "request body too large";
+    case 429:
+      return "too many requests";
+    case 431:
+      return "request headers too large";
+    case 499:
+      return "request cancelled";
+    case 501:
+      return "not implemented";
+    case 502:
+      return "upstream failure";
+    case 503:
+      return "service unavailable";
+    case 504:
+      return "upstream timed out";
+    default:
+      return "internal error";
+  }
+}
+
+}  // namespace
+
+HttpError classify_error(const Status& status, const ErrorContext& context) {
+  INFERA_CHECK(!status.ok());
+  const bool request =
+      context.origin == ErrorOrigin::kRequestHeader || context.origin == ErrorOrigin::kRequestBody;
+  if (context.origin == ErrorOrigin::kUpstream) {
+    switch (status.code()) {
+      case StatusCode::kDeadlineExceeded:
+        return {504, kTimeout};
+      case StatusCode::kCancelled:
+        return {499, kCancelled};
+      default:
+        return {502, kUpstreamError};
+    }
+  }
+  switch (status.code()) {
+    case StatusCode::kOk:
+      break;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kFailedPrecondition:
+      return {400, kInvalidRequest};
+    case StatusCode::kNotFound:
+      return {404, kInvalidRequest};
+    case StatusCode::kResourceExhausted:
+      if (context.origin == ErrorOrigin::kRequestBody) return {413, kInvalidRequest};
+      if (context.origin == ErrorOrigin::kRequestHeader) return {431, kInvalidRequest};
+      return {429, kRateLimit, context.retry_after};
+    case StatusCode::kUnavailable:
+      return {503, kServerError, context.retry_after};
+    case StatusCode::kDeadlineExceeded:
+      return request ? HttpError{408, kInvalidRequest} : HttpError{504, kTimeout};
+    case StatusCode::kCancelled:
+      return {499, kCancelled};
+    case StatusCode::kUnimplemented:
+      return {501, kInvalidRequest};
+    case StatusCode::kDataLoss:
+      return request ? HttpError{400, kInvalidRequest} : HttpError{500, kServerError};
+    case StatusCode::kInternal:
+      return {500, kServerError};
+  }
+  return {500, kServerError};
+}
+
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.push_back('"');
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<uint8_t>(text[i]);
+    if (c >= 0x80) {
+      const size_t n = utf8_sequence_length(text, i);
+      if (n == 0) {
+        out += "\xEF\xBF\xBD";  // U+FFFD for one invalid byte
+        ++i;
+      } else {
+        out.append(text.data() + i, n);
+        i += n;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          out += "\\u00";
+          out.push_back(kHex[c >> 4]);
+          out.push_back(kHex[c & 0xF]);
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+    ++i;
+  }
+  out.push_back('"');
+}
+
+std::string error_body(const Status& status, const ErrorContext& context) {
+  const HttpError e = classify_error(status, context);
+  std::string out;
+  out.reserve(96 + status.message().size());
+  out += R"({"error":{"message":)";
+  append_json_string(out, status.message().empty() ? default_message(e.status)
+                                                   : std::string_view(status.message()));
+  out += R"(,"type":)";
+  append_json_string(out, e.type);
+  out += R"(,"param":)";
+  append_optional_string(out, context.param);
+  out += R"(,"code":)";
+  append_optional_string(out, context.code);
+  out += "}}";
+  return out;
+}
+
+Response error_response(const Status& status, const ErrorContext& context) {
+  const HttpError e = classify_error(status, context);
+  Response r = Response::json(e.status, error_body(status, context));
+  if (e.retry_after.count() > 0) {
+    r.headers.push_back({"Retry-After", std::to_string(e.retry_after.count())});
+  }
+  return r;
+}
+
+std::string sse_error_event(const Status& status, const ErrorContext& context) {
+  return sse_event(error_body(status, context));
+}
+
+}  // namespace infera::http

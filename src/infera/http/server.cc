@@ -1,0 +1,573 @@
+#include "infera/http/server.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "infera/common/check.h"
+#include "infera/common/log.h"
+#include "infera/http/error.h"
+#include "infera/http/net.h"
+#include "infera/http/wire.h"
+
+namespace infera::http {
+
+// ---------------------------------------------------------------------------------------------
+// Connection and exchange state (named namespace: ResponseWriter::State refers to it).
+namespace server_internal {
+
+constexpr size_t kReadBytes = 4096;                 // first read of a request
+constexpr size_t kMaxIdleBufferBytes = 16 * 1024;   // shrink a keep-alive buffer beyond this
+constexpr size_t kMaxLingerBytes = 1024 * 1024;     // drained after an error answer, at most
+constexpr std::chrono::seconds kForceCloseWait{5};  // after the drain bound of shutdown()
+
+struct Connection {
+  Connection(tcp::socket socket, uint64_t connection_id)
+      : stream(std::move(socket)), id(connection_id) {}
+
+  // Strand only.
+  void close() {
+    beast::error_code ec;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream.close();
+  }
+
+  beast::tcp_stream stream;   // executor: this connection's strand
+  beast::flat_buffer buffer;  // bytes read and not yet parsed (may hold a pipelined request)
+  const uint64_t id;
+  bool busy = false;         // strand only: a request is being read or served
+  bool client_gone = false;  // strand only: EOF/reset seen while the handler ran, or a failed write
+};
+
+}  // namespace server_internal
+
+using server_internal::Connection;
+
+struct ResponseWriter::State {
+  Connection& conn;
+  const ServerOptions& options;
+  const std::atomic<bool>& draining;  // the server's: a draining server ends keep-alive
+  bool keep_alive;  // as the client asked and the server allows; fixed by write_head
+  bool chunked;     // HTTP/1.1; a 1.0 client gets the body until EOF
+  bool started = false;
+  bool finished = false;
+  bool failed = false;         // a write failed: the connection is closed
+  bool handler_threw = false;  // a started stream is then cut, not finished: a truncated body
+
+  Status after_write(beast::error_code ec) {
+    if (!ec) return ok_status();
+    failed = true;
+    conn.client_gone = true;
+    conn.close();
+    if (ec == beast::error::timeout) return deadline_exceeded("write to client timed out");
+    return cancelled("client disconnected");
+  }
+};
+
+bool ResponseWriter::started() const {
+  return state_.started;
+}
+bool ResponseWriter::finished() const {
+  return state_.finished;
+}
+bool ResponseWriter::client_gone() const {
+  return state_.conn.client_gone;
+}
+
+net::awaitable<Status> ResponseWriter::write_head(int status, Headers headers) {
+  State& s = state_;
+  INFERA_CHECK(!s.started);
+  INFERA_CHECK(status >= 100 && status <= 999);
+  s.started = true;
+  if (s.conn.client_gone || s.failed) co_return cancelled("client disconnected");
+  bhttp::response<bhttp::empty_body> res;
+  res.version(11);
+  res.result(static_cast<unsigned>(status));
+  if (res.result() == bhttp::status::unknown) res.reason(wire::reason_phrase(status));
+  wire::set_headers(res.base(), headers);
+  s.keep_alive = s.keep_alive && !s.draining.load();
+  res.keep_alive(s.keep_alive);
+  if (s.chunked) res.chunked(true);
+  bhttp::response_serializer<bhttp::empty_body> serializer(res);
+  s.conn.stream.expires_after(s.options.write_timeout);
+  auto [ec, n] = co_await bhttp::async_write_header(s.conn.stream, serializer, use_nothrow);
+  co_return s.after_write(ec);
+}
+
+net::awaitable<Status> ResponseWriter::write_head(int status, std::string_view content_type) {
+  Headers headers;
+  headers.push_back(Header{"Content-Type", std::string(content_type)});
+  co_return co_await write_head(status, std::move(headers));
+}
+
+net::awaitable<Status> ResponseWriter::write(std::string_view bytes) {
+  State& s = state_;
+  INFERA_CHECK(s.started && !s.finished);
+  if (s.conn.client_gone || s.failed) co_return cancelled("client disconnected");
+  if (bytes.empty()) co_return ok_status();
+  s.conn.stream.expires_after(s.options.write_timeout);
+  if (!s.chunked) {
+    auto [ec, n] = co_await net::async_write(s.conn.stream, net::buffer(bytes.data(), bytes.size()),
+                                             use_nothrow);
+    co_return s.after_write(ec);
+  }
+  // One chunk: "<hex size>\r\n" <bytes> "\r\n", gathered into one write.
+  std::array<char, 24> size_line{};
+  static constexpr char kHex[] = "0123456789abcdef";
+  size_t len = bytes.size();
+  size_t pos = size_line.size() - 2;
+  size_line[pos] = '\r';
+  size_line[pos + 1] = '\n';
+  do {
+    size_line[--pos] = kHex[len & 0xF];
+    len >>= 4;
+  } while (len != 0);
+  const std::array<net::const_buffer, 3> buffers{
+      net::buffer(size_line.data() + pos, size_line.size() - pos),
+      net::buffer(bytes.data(), bytes.size()), net::buffer("\r\n", 2)};
+  auto [ec, n] = co_await net::async_write(s.conn.stream, buffers, use_nothrow);
+  co_return s.after_write(ec);
+}
+
+net::awaitable<Status> ResponseWriter::finish() {
+  State& s = state_;
+  INFERA_CHECK(s.started);
+  if (s.finished) co_return ok_status();
+  s.finished = true;
+  if (s.conn.client_gone || s.failed) co_return cancelled("client disconnected");
+  if (!s.chunked) co_return ok_status();
+  s.conn.stream.expires_after(s.options.write_timeout);
+  auto [ec, n] = co_await net::async_write(s.conn.stream, net::buffer("0\r\n\r\n", 5), use_nothrow);
+  co_return s.after_write(ec);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routes
+
+Routes& Routes::add(Method method, std::string path, Handler handler) {
+  INFERA_CHECK(handler != nullptr);
+  for (const Entry& e : entries_)
+    INFERA_CHECK(!(e.method == method && !e.prefix && e.path == path));
+  entries_.push_back(Entry{method, std::move(path), false, std::move(handler)});
+  return *this;
+}
+
+Routes& Routes::add_prefix(Method method, std::string prefix, Handler handler) {
+  INFERA_CHECK(handler != nullptr);
+  for (const Entry& e : entries_)
+    INFERA_CHECK(!(e.method == method && e.prefix && e.path == prefix));
+  entries_.push_back(Entry{method, std::move(prefix), true, std::move(handler)});
+  return *this;
+}
+
+const Handler* Routes::find(Method method, std::string_view path, bool* path_known) const {
+  const Entry* best = nullptr;
+  bool known = false;
+  for (const Entry& e : entries_) {
+    const bool match = e.prefix ? path.starts_with(e.path) : path == e.path;
+    if (!match) continue;
+    known = true;
+    if (e.method != method) continue;
+    if (best == nullptr || (best->prefix && (!e.prefix || e.path.size() > best->path.size()))) {
+      best = &e;
+    }
+  }
+  if (path_known != nullptr) *path_known = known;
+  return best != nullptr ? &best->handler : nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server
+
+struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
+  Impl(EventLoop& event_loop, ServerOptions server_options, Routes route_table)
+      : loop(event_loop),
+        options(std::move(server_options)),
+        limits{options.max_header_bytes, options.max_body_bytes},
+        routes(std::move(route_table)),
+        acceptor(net::make_strand(loop.context())) {}
+
+  net::awaitable<void> accept_loop();
+  // `self` keeps the server state alive for as long as the connection's coroutine frame exists.
+  net::awaitable<void> session(std::shared_ptr<Impl> self, std::shared_ptr<Connection> conn);
+  net::awaitable<bool> serve_one(Connection& conn);
+  net::awaitable<Response> run_handler(const Handler& handler, Request& request,
+                                       ResponseWriter& writer, ResponseWriter::State& state);
+  net::awaitable<void> watch_client(Connection& conn);
+  net::awaitable<bool> write_response(Connection& conn, Response response, bool keep_alive,
+                                      unsigned version, bool head = false);
+  net::awaitable<void> reject(Connection& conn, const RequestError& error);
+  void remove(uint64_t id);
+
+  EventLoop& loop;
+  const ServerOptions options;
+  const RequestLimits limits;
+  const Routes routes;
+  tcp::acceptor acceptor;  // on its own strand
+  std::atomic<bool> draining{false};
+
+  std::mutex mu;
+  std::condition_variable all_closed;
+  std::unordered_map<uint64_t, std::shared_ptr<Connection>> connections;  // guarded by mu
+  uint64_t next_id = 0;                                                   // guarded by mu
+  bool shut_down = false;                                                 // guarded by mu
+
+  std::atomic<uint64_t> accepted{0};
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> rejected{0};
+  std::atomic<uint64_t> disconnects{0};
+};
+
+namespace {
+
+// Every co_spawn of the server completes here: an exception is a bug worth a log line, never a
+// crash of the process.
+void log_escaped(std::exception_ptr e, std::string_view where) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    INFERA_LOG(kError, "http").msg("exception escaped").kv("where", where).kv("what", ex.what());
+  } catch (...) {
+    INFERA_LOG(kError, "http").msg("unknown exception escaped").kv("where", where);
+  }
+}
+
+}  // namespace
+
+net::awaitable<void> Server::Impl::accept_loop() {
+  for (;;) {
+    auto [ec, socket] =
+        co_await acceptor.async_accept(net::make_strand(loop.context()), use_nothrow);
+    if (ec) {
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
+      INFERA_LOG(kWarn, "http").msg("accept failed").kv("error", ec.message());
+      // Out of descriptors and the like: back off instead of spinning.
+      net::steady_timer backoff(acceptor.get_executor(), std::chrono::milliseconds(50));
+      co_await backoff.async_wait(use_nothrow);
+      continue;
+    }
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    if (options.socket_send_buffer_bytes > 0) {
+      socket.set_option(net::socket_base::send_buffer_size(options.socket_send_buffer_bytes),
+                        ignored);
+    }
+    std::shared_ptr<Connection> conn;
+    {
+      std::lock_guard lock(mu);
+      conn = std::make_shared<Connection>(std::move(socket), ++next_id);
+      connections.emplace(conn->id, conn);
+    }
+    accepted.fetch_add(1, std::memory_order_relaxed);
+    auto executor = conn->stream.get_executor();
+    net::co_spawn(executor, session(shared_from_this(), std::move(conn)),
+                  [](std::exception_ptr e) { log_escaped(e, "connection"); });
+  }
+}
+
+void Server::Impl::remove(uint64_t id) {
+  std::lock_guard lock(mu);
+  connections.erase(id);
+  if (connections.empty()) all_closed.notify_all();
+}
+
+net::awaitable<void> Server::Impl::session(std::shared_ptr<Impl> self,
+                                           std::shared_ptr<Connection> conn) {
+  (void)self;
+  bool first = true;
+  try {
+    for (;;) {
+      conn->busy = false;
+      if (draining.load()) break;
+      if (conn->buffer.size() == 0) {
+        if (conn->buffer.capacity() > server_internal::kMaxIdleBufferBytes) {
+          conn->buffer.shrink_to_fit();
+        }
+        // A new connection has header_timeout to send its request; a kept-alive one idle_timeout
+        // to start the next.
+        conn->stream.expires_after(first ? options.header_timeout : options.idle_timeout);
+        auto [ec, n] = co_await conn->stream.async_read_some(
+            conn->buffer.prepare(server_internal::kReadBytes), use_nothrow);
+        if (ec) break;  // EOF, idle timeout, or closed by shutdown
+        conn->buffer.commit(n);
+      }
+      first = false;
+      conn->busy = true;
+      if (!co_await serve_one(*conn)) break;
+    }
+  } catch (const std::exception& e) {
+    // Allocation failure or a Beast precondition: close this connection, keep the server.
+    INFERA_LOG(kError, "http").msg("connection failed").kv("what", e.what());
+  }
+  conn->close();
+  remove(conn->id);
+}
+
+net::awaitable<bool> Server::Impl::serve_one(Connection& conn) {
+  wire::RequestParser parser;
+  wire::configure(parser, limits);
+  conn.stream.expires_after(options.header_timeout);
+  {
+    auto [ec, header_bytes] =
+        co_await bhttp::async_read_header(conn.stream, conn.buffer, parser, use_nothrow);
+    std::optional<RequestError> error;
+    if (ec) {
+      error = wire::classify_request_error(ec, true);
+    } else {
+      error = wire::validate_request_header(parser, header_bytes, limits);
+      if (!error) parser.eager(true);
+    }
+    if (ec || error) {
+      if (error) co_await reject(conn, *error);
+      co_return false;
+    }
+  }
+  if (!parser.is_done()) {
+    const auto& header = parser.get();
+    if (header.version() == 11 && iequals(header[bhttp::field::expect], "100-continue")) {
+      conn.stream.expires_after(options.write_timeout);
+      auto [ec, n] = co_await net::async_write(
+          conn.stream, net::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")), use_nothrow);
+      if (ec) co_return false;
+    }
+    conn.stream.expires_after(options.body_timeout);
+    auto [ec, n] = co_await bhttp::async_read(conn.stream, conn.buffer, parser, use_nothrow);
+    if (ec) {
+      const std::optional<RequestError> error = wire::classify_request_error(ec, false);
+      if (error) co_await reject(conn, *error);
+      co_return false;
+    }
+  }
+  const bool keep_alive = parser.get().keep_alive();
+  const unsigned version = parser.get().version();
+  const bool head = parser.get().method() == bhttp::verb::head;
+  Request request = wire::take_request(parser);
+  requests.fetch_add(1, std::memory_order_relaxed);
+
+  bool path_known = false;
+  const Handler* handler = routes.find(request.method, request.path(), &path_known);
+  if (handler == nullptr) {
+    rejected.fetch_add(1, std::memory_order_relaxed);
+    Response r;
+    if (path_known) {
+      r = error_response(invalid_argument(std::string("method ") +
+                                          std::string(method_name(request.method)) +
+                                          " is not allowed on this path"));
+      r.status = 405;  // a routing answer of the transport, not a Status of the application
+    } else {
+      r = error_response(not_found("no route for " + std::string(request.path())));
+    }
+    co_return co_await write_response(conn, std::move(r), keep_alive && !draining.load(), version,
+                                      head);
+  }
+
+  // HTTP/1.0 has no chunked encoding: a streamed body then ends with the connection.
+  const bool chunked = version == 11;
+  ResponseWriter::State state{conn, options, draining, keep_alive && chunked, chunked};
+  ResponseWriter writer(state);
+  // Run the handler while watching the socket: whichever ends first cancels the other.
+  conn.stream.expires_never();
+  auto outcome = co_await (run_handler(*handler, request, writer, state) || watch_client(conn));
+  if (conn.client_gone) {
+    disconnects.fetch_add(1, std::memory_order_relaxed);
+    co_return false;
+  }
+  if (writer.started()) {
+    if (state.handler_threw) co_return false;  // cut: the client must not take it as complete
+    if (!state.failed && !state.finished) (void)co_await writer.finish();
+    co_return !state.failed && state.keep_alive && !draining.load();
+  }
+  Response response = outcome.index() == 0 ? std::move(std::get<0>(outcome)) : Response{};
+  co_return co_await write_response(conn, std::move(response), keep_alive && !draining.load(),
+                                    version, head);
+}
+
+net::awaitable<Response> Server::Impl::run_handler(const Handler& handler, Request& request,
+                                                   ResponseWriter& writer,
+                                                   ResponseWriter::State& state) {
+  // Cancellation (client gone) reaches the handler as operation_aborted results of its pending
+  // operation, never as an exception thrown at its next co_await.
+  co_await net::this_coro::throw_if_cancelled(false);
+  bool failed = false;
+  try {
+    co_return co_await handler(request, writer);
+  } catch (const std::exception& e) {
+    INFERA_LOG(kError, "http").msg("handler threw").kv("path", request.path()).kv("what", e.what());
+    failed = true;
+  } catch (...) {
+    INFERA_LOG(kError, "http").msg("handler threw").kv("path", request.path());
+    failed = true;
+  }
+  INFERA_CHECK(failed);
+  state.handler_threw = true;
+  co_return error_response(internal_error("request handler failed"));
+}
+
+net::awaitable<void> Server::Impl::watch_client(Connection& conn) {
+  co_await net::this_coro::throw_if_cancelled(false);
+  if (conn.buffer.size() < options.max_header_bytes) {
+    auto [ec, n] = co_await conn.stream.socket().async_read_some(
+        conn.buffer.prepare(server_internal::kReadBytes), use_nothrow);
+    if (ec) {
+      const net::cancellation_state cs = co_await net::this_coro::cancellation_state;
+      // Not cancelled by the finished handler: EOF, a reset, or a close by shutdown().
+      if (cs.cancelled() == net::cancellation_type::none) conn.client_gone = true;
+      co_return;
+    }
+    conn.buffer.commit(n);  // a pipelined request: kept for the next round
+  }
+  // Nothing more to learn from the socket until the handler ends and cancels this wait. If it
+  // already did (its signal went to the read above), a new wait would never be cancelled; the
+  // check and the wait run on the strand with nothing in between.
+  const net::cancellation_state cs = co_await net::this_coro::cancellation_state;
+  if (cs.cancelled() != net::cancellation_type::none) co_return;
+  net::steady_timer forever(co_await net::this_coro::executor,
+                            net::steady_timer::time_point::max());
+  co_await forever.async_wait(use_nothrow);
+}
+
+net::awaitable<bool> Server::Impl::write_response(Connection& conn, Response response,
+                                                  bool keep_alive, unsigned version, bool head) {
+  INFERA_CHECK(response.status >= 100 && response.status <= 999);
+  bhttp::response<bhttp::string_body> res;
+  res.version(version == 10 ? 10 : 11);
+  res.result(static_cast<unsigned>(response.status));
+  if (res.result() == bhttp::status::unknown) res.reason(wire::reason_phrase(response.status));
+  wire::set_headers(res.base(), response.headers);
+  res.body() = std::move(response.body);
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  if (head) res.body().clear();  // Content-Length of the GET answer, no body
+  conn.stream.expires_after(options.write_timeout);
+  auto [ec, n] = co_await bhttp::async_write(conn.stream, res, use_nothrow);
+  co_return !ec && keep_alive;
+}
+
+net::awaitable<void> Server::Impl::reject(Connection& conn, const RequestError& error) {
+  rejected.fetch_add(1, std::memory_order_relaxed);
+  // A read deadline already closed the socket (Beast's timeout): nothing can be answered.
+  if (error.status.code() == StatusCode::kDeadlineExceeded) co_return;
+  Response answer = error_response(error.status, {.origin = error.origin});
+  co_await write_response(conn, std::move(answer), /*keep_alive=*/false, 11);
+  // Lingering close: stop sending, then read and drop what the client still sends (its body)
+  // for a bounded time, so that its read of our answer is not cut by a reset.
+  beast::error_code ec;
+  conn.stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  conn.stream.expires_after(options.linger_timeout);
+  size_t drained = 0;
+  std::array<char, 4096> sink;
+  while (drained < server_internal::kMaxLingerBytes) {
+    auto [rec, n] = co_await conn.stream.async_read_some(net::buffer(sink), use_nothrow);
+    if (rec) break;
+    drained += n;
+  }
+}
+
+Result<std::unique_ptr<Server>> Server::start(EventLoop& loop, ServerOptions options,
+                                              Routes routes) {
+  auto impl = std::make_shared<Impl>(loop, std::move(options), std::move(routes));
+  const ServerOptions& opt = impl->options;
+  beast::error_code ec;
+  net::ip::address address = net::ip::make_address(opt.host, ec);
+  if (ec) {
+    tcp::resolver resolver(loop.context());
+    auto results = resolver.resolve(opt.host, std::to_string(opt.port), ec);
+    if (ec || results.empty()) {
+      return invalid_argument("cannot resolve listen host '" + opt.host + "'");
+    }
+    address = results.begin()->endpoint().address();
+  }
+  const tcp::endpoint endpoint(address, opt.port);
+  tcp::acceptor& acceptor = impl->acceptor;
+  const std::string where = opt.host + ":" + std::to_string(opt.port);
+  if (acceptor.open(endpoint.protocol(), ec); ec) {
+    return unavailable("cannot open a socket for " + where + ": " + ec.message());
+  }
+  acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (acceptor.bind(endpoint, ec); ec) {
+    return unavailable("cannot bind " + where + ": " + ec.message());
+  }
+  if (acceptor.listen(net::socket_base::max_listen_connections, ec); ec) {
+    return unavailable("cannot listen on " + where + ": " + ec.message());
+  }
+  const uint16_t port = acceptor.local_endpoint(ec).port();
+  net::co_spawn(acceptor.get_executor(), impl->accept_loop(),
+                [self = impl](std::exception_ptr e) { log_escaped(e, "accept loop"); });
+  INFERA_LOG(kInfo, "http").msg("listening").kv("host", opt.host).kv("port", port);
+  return std::unique_ptr<Server>(new Server(std::move(impl), port));
+}
+
+Server::Server(std::shared_ptr<Impl> impl, uint16_t port) : impl_(std::move(impl)), port_(port) {}
+
+Server::~Server() {
+  shutdown(std::chrono::milliseconds(0));
+}
+
+const std::string& Server::host() const {
+  return impl_->options.host;
+}
+
+ServerStats Server::stats() const {
+  ServerStats s;
+  s.connections_accepted = impl_->accepted.load(std::memory_order_relaxed);
+  s.requests = impl_->requests.load(std::memory_order_relaxed);
+  s.rejected_requests = impl_->rejected.load(std::memory_order_relaxed);
+  s.client_disconnects = impl_->disconnects.load(std::memory_order_relaxed);
+  std::lock_guard lock(impl_->mu);
+  s.connections_open = impl_->connections.size();
+  return s;
+}
+
+void Server::shutdown(std::chrono::milliseconds drain) {
+  Impl& impl = *impl_;
+  {
+    std::lock_guard lock(impl.mu);
+    if (impl.shut_down) return;
+    impl.shut_down = true;
+  }
+  INFERA_CHECK(!impl.loop.in_loop_thread());
+  // A stopped loop runs nothing more: the connections die with it, there is nothing to wait for.
+  const bool loop_running = !impl.loop.context().stopped();
+  // Ordering: `draining` is set before any close is posted, and every connection checks it on
+  // its strand before it waits for a new request, so none can slip back into an idle wait.
+  impl.draining.store(true);
+  net::post(impl.acceptor.get_executor(), [self = impl_] {
+    beast::error_code ec;
+    self->acceptor.close(ec);
+  });
+  auto close_all = [&impl](bool idle_only) {
+    std::lock_guard lock(impl.mu);
+    for (const auto& entry : impl.connections) {
+      std::shared_ptr<Connection> conn = entry.second;  // not a structured binding: clang 14
+      net::post(conn->stream.get_executor(), [conn, idle_only] {
+        if (!idle_only || !conn->busy) conn->close();
+      });
+    }
+  };
+  close_all(/*idle_only=*/true);
+  if (!loop_running) return;
+  std::unique_lock lock(impl.mu);
+  const auto deadline = std::chrono::steady_clock::now() + drain;
+  if (!impl.all_closed.wait_until(lock, deadline, [&] { return impl.connections.empty(); })) {
+    INFERA_LOG(kWarn, "http")
+        .msg("drain bound reached; closing connections")
+        .kv("open", impl.connections.size());
+    lock.unlock();
+    close_all(/*idle_only=*/false);
+    lock.lock();
+    if (!impl.all_closed.wait_for(lock, server_internal::kForceCloseWait,
+                                  [&] { return impl.connections.empty(); })) {
+      INFERA_LOG(kError, "http")
+          .msg("connections still open after close")
+          .kv("open", impl.connections.size());
+    }
+  }
+}
+
+}  // namespace infera::http

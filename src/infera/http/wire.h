@@ -1,0 +1,50 @@
+// Internal to the http module (server.cc, client.cc, wire.cc): conversions between Beast
+// messages and the plain values of message.h, the request-parser setup and checks shared by the
+// server and parse_request(), and the mapping from I/O error codes to Status. Includes Beast:
+// never include it from a header of another module. Pure functions: any thread.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "infera/common/status.h"
+#include "infera/http/message.h"
+#include "infera/http/net.h"
+#include "infera/http/request_parser.h"
+
+namespace infera::http::wire {
+
+using RequestParser = bhttp::request_parser<bhttp::string_body>;
+
+bhttp::verb to_verb(Method method);
+Method from_verb(bhttp::verb verb);
+
+// Header limit, body limit, as the server reads requests. The parser stops after the header
+// (not eager), so that the bytes it consumed measure the header.
+void configure(RequestParser& parser, const RequestLimits& limits);
+
+// Maps an error from reading a request (header or body phase) to the answer; nullopt when the
+// peer simply went away (EOF, reset) and nothing should be written.
+std::optional<RequestError> classify_request_error(beast::error_code ec, bool header_phase);
+
+// Checks a parsed request header beyond Beast's grammar: its size, `header_bytes` from the first
+// byte to the end of the blank line, against the limit (Beast applies its header_limit to the
+// fields only when the whole header arrives at once), and the target form. The failure says
+// how to answer.
+std::optional<RequestError> validate_request_header(const RequestParser& parser,
+                                                    size_t header_bytes,
+                                                    const RequestLimits& limits);
+
+// Moves the parsed request out of `parser` into a plain Request.
+Request take_request(RequestParser& parser);
+
+// Copies fields into plain headers.
+void copy_headers(const bhttp::fields& fields, Headers& out);
+// Sets plain headers on a Beast message, skipping the headers the transport owns
+// (Content-Length, Transfer-Encoding, Connection).
+void set_headers(bhttp::fields& fields, const Headers& headers);
+
+// A reason phrase for statuses Beast does not know (499).
+std::string_view reason_phrase(int status);
+
+}  // namespace infera::http::wire
