@@ -2,27 +2,67 @@
 // Thin by design: pick the subcommand, hand it the remaining arguments, return its exit code.
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "infera/version.h"
+#if INFERA_WITH_BENCH
+#include "infera/bench/commands.h"
+#endif
+#if INFERA_WITH_GATEWAY
+#include "infera/gateway/gateway.h"
+#endif
+#if INFERA_WITH_ENGINE && __has_include("infera/engine/commands.h")
+#include "infera/engine/commands.h"
+#define INFERA_ENGINE_COMMAND 1
+#endif
 
 namespace {
+
+using Run = int (*)(std::span<const std::string> args);
 
 struct Subcommand {
   const char* name;
   const char* summary;
+  Run run;            // nullptr: not in this build
   const char* issue;  // where it is being built, until it exists
 };
 
+#if INFERA_WITH_BENCH
+constexpr Run kSim = infera::bench::run_sim_command;
+constexpr Run kBench = infera::bench::run_bench_command;
+constexpr Run kDemo = infera::bench::run_demo_command;
+#else
+constexpr Run kSim = nullptr;
+constexpr Run kBench = nullptr;
+constexpr Run kDemo = nullptr;
+#endif
+#if INFERA_WITH_GATEWAY
+constexpr Run kServer = infera::gateway::run_server_command;
+#else
+constexpr Run kServer = nullptr;
+#endif
+#if INFERA_ENGINE_COMMAND
+constexpr Run kEngine = infera::engine::run_engine_command;
+#else
+constexpr Run kEngine = nullptr;
+#endif
+
 constexpr Subcommand kSubcommands[] = {
     {"server", "the gateway: OpenAI-compatible API, KV-aware router, proxy, admin API, metrics",
-     "#6"},
-    {"engine", "engines: `engine mock` (simulated vLLM), `engine vllm|sglang` (launchers)", "#5"},
-    {"bench", "load generator against a running server: TTFT, ITL, throughput, hit ratio", "#7"},
-    {"sim", "the same workloads in virtual time through the real router and engine model", "#7"},
-    {"demo", "starts mock engines and a server, compares round-robin with kv-aware", "#7"},
-    {"tokenize", "tokenizes text or chat messages (JSON lines in, JSON lines out)", "#3"},
+     kServer, "#6"},
+    {"engine", "engines: `engine mock` (simulated vLLM), `engine vllm|sglang` (launchers)",
+     kEngine, "#5"},
+    {"bench", "load generator against a running server: TTFT, ITL, throughput, hit ratio",
+     kBench, "#7"},
+    {"sim", "the same workloads in virtual time through the real router and engine model", kSim,
+     "#7"},
+    {"demo", "starts mock engines and a server, compares round-robin with kv-aware", kDemo,
+     "#7"},
+    {"tokenize", "tokenizes text or chat messages (JSON lines in, JSON lines out)", nullptr,
+     "#3"},
 };
 
 void print_help(std::FILE* out) {
@@ -51,11 +91,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (const Subcommand& s : kSubcommands) {
-    if (cmd == s.name) {
+    if (cmd != s.name) continue;
+    if (s.run == nullptr) {
       std::fprintf(stderr, "infera %s: not available yet in this build (being built in issue %s)\n",
                    s.name, s.issue);
       return 2;
     }
+    const std::vector<std::string> args(argv + 2, argv + argc);
+    return s.run(args);
   }
   std::fprintf(stderr, "infera: unknown command '%.*s' (see `infera --help`)\n",
                static_cast<int>(cmd.size()), cmd.data());

@@ -1,0 +1,15 @@
+// The bench module's subcommands: `infera sim`, `infera bench`, `infera demo`. Each takes its
+// arguments (after the subcommand name) and returns the process exit code; flags, errors and
+// output are theirs. Called from apps/infera/main.cc on the main thread.
+#pragma once
+
+#include <span>
+#include <string>
+
+namespace infera::bench {
+
+int run_sim_command(std::span<const std::string> args);
+int run_bench_command(std::span<const std::string> args);
+int run_demo_command(std::span<const std::string> args);
+
+}  // namespace infera::bench

@@ -1,0 +1,408 @@
+#include "infera/bench/http_runner.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <boost/json.hpp>
+
+#include "infera/common/metrics.h"
+#include "infera/http/client.h"
+#include "infera/http/event_loop.h"
+#include "infera/http/net.h"
+#include "infera/http/sse.h"
+
+namespace infera::bench {
+namespace json = boost::json;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Runs one coroutine on the loop and waits for its value.
+template <typename T, typename Fn>
+T run_sync(http::EventLoop& loop, Fn fn) {
+  std::promise<T> p;
+  net::co_spawn(loop.context(), [&]() -> net::awaitable<void> { p.set_value(co_await fn()); },
+                net::detached);
+  return p.get_future().get();
+}
+
+struct FleetCounters {
+  bool from_admin = false;
+  std::map<std::string, uint64_t> requests;  // worker id -> requests served
+  double cache_hits = 0, cache_queries = 0;  // tokens, summed over the fleet
+  bool have_cache_counters = false;
+  std::string policy;
+};
+
+net::awaitable<std::optional<std::string>> get_body(http::Client& client, http::Endpoint ep,
+                                                    std::string target, std::string token) {
+  http::Request r;
+  r.target = std::move(target);
+  if (!token.empty()) r.headers.push_back({"Authorization", "Bearer " + token});
+  auto resp = co_await client.request(ep, std::move(r));
+  if (!resp.ok() || resp->status != 200) co_return std::nullopt;
+  co_return std::move(resp->body);
+}
+
+void add_cache_counters(std::string_view metrics_text, FleetCounters& out) {
+  auto samples = metrics::parse_text(metrics_text);
+  if (!samples.ok()) return;
+  bool found = false;
+  for (const auto& s : *samples) found = found || s.name == "vllm:prefix_cache_queries_total";
+  if (!found) return;
+  out.have_cache_counters = true;
+  out.cache_hits += metrics::sum_of(*samples, "vllm:prefix_cache_hits_total");
+  out.cache_queries += metrics::sum_of(*samples, "vllm:prefix_cache_queries_total");
+}
+
+// The fleet behind `ep`: a gateway's /v1/admin/workers (then each worker's /metrics), or an
+// engine's own /metrics.
+net::awaitable<FleetCounters> read_fleet(http::Client& client, http::Endpoint ep, std::string token) {
+  FleetCounters out;
+  auto workers = co_await get_body(client, ep, "/v1/admin/workers", token);
+  boost::system::error_code ec;
+  if (workers) {
+    const json::value v = json::parse(*workers, ec);
+    if (!ec && v.is_object() && v.get_object().if_contains("workers")) {
+      out.from_admin = true;
+      for (const json::value& w : v.at("workers").as_array()) {
+        const std::string id(w.at("worker_id").as_string());
+        out.requests[id] = w.at("requests").to_number<uint64_t>();
+        auto wep = http::parse_endpoint(w.at("url").as_string());
+        if (!wep.ok()) continue;
+        auto text = co_await get_body(client, *wep, "/metrics", "");
+        if (text) add_cache_counters(*text, out);
+      }
+      co_return out;
+    }
+  }
+  auto text = co_await get_body(client, ep, "/metrics", token);
+  if (text) add_cache_counters(*text, out);
+  co_return out;
+}
+
+struct Shared {
+  std::mutex mu;
+  RunRecorder recorder{0};
+  uint64_t usage_prompt_tokens = 0, usage_cached_tokens = 0;
+  std::string first_error;
+  std::atomic<uint64_t> done{0}, errors{0}, started{0};
+  std::deque<size_t> ready;  // closed loop: requests ready to send
+  std::promise<void> all_done;
+  uint64_t total = 0;
+};
+
+class Runner {
+ public:
+  Runner(const Workload& w, const HttpRunOptions& o, http::Endpoint ep, std::string model,
+         http::Client& client, http::EventLoop& loop)
+      : w_(w), o_(o), ep_(std::move(ep)), model_(std::move(model)), client_(client), loop_(loop) {
+    for (size_t i = 0; i < w_.requests.size(); ++i) {
+      by_id_[w_.requests[i].id] = i;
+      if (w_.requests[i].after) dependents_[*w_.requests[i].after].push_back(i);
+    }
+    s_.total = w_.requests.size();
+  }
+
+  void run() {
+    t0_ = Clock::now();
+    if (s_.total == 0) return;
+    auto finished = s_.all_done.get_future();
+    if (o_.concurrency == 0) {
+      net::co_spawn(loop_.context(), open_loop(), net::detached);
+    } else {
+      {
+        std::lock_guard lock(s_.mu);
+        for (size_t i = 0; i < w_.requests.size(); ++i) {
+          if (!w_.requests[i].after) s_.ready.push_back(i);
+        }
+      }
+      for (uint32_t c = 0; c < o_.concurrency; ++c) {
+        net::co_spawn(loop_.context(), closed_loop_worker(), net::detached);
+      }
+    }
+    const bool tty = o_.progress && ::isatty(STDERR_FILENO);
+    while (finished.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
+      if (tty) progress();
+    }
+    if (tty) {
+      progress();
+      std::fprintf(stderr, "\n");
+    }
+  }
+
+  Shared& shared() { return s_; }
+  double elapsed() const { return since(t0_); }
+
+ private:
+  void progress() {
+    const uint64_t done = s_.done.load();
+    const int width = 30;
+    const int filled = static_cast<int>(width * done / std::max<uint64_t>(1, s_.total));
+    std::fprintf(stderr, "\r  [%s%s] %llu/%llu requests, %llu errors, %.1f s ",
+                 std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(width - filled), '.').c_str(),
+                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(s_.total),
+                 static_cast<unsigned long long>(s_.errors.load()), since(t0_));
+  }
+
+  net::awaitable<void> pause_until(double at_s) {
+    const double wait = at_s - since(t0_);
+    if (wait <= 0) co_return;
+    net::steady_timer t(co_await net::this_coro::executor);
+    t.expires_after(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait)));
+    (void)co_await t.async_wait(use_nothrow);
+  }
+
+  net::awaitable<void> open_loop() {
+    for (size_t i = 0; i < w_.requests.size(); ++i) {
+      if (w_.requests[i].after) continue;
+      co_await pause_until(w_.requests[i].arrival_s);
+      net::co_spawn(loop_.context(), send(i), net::detached);
+    }
+  }
+
+  net::awaitable<void> closed_loop_worker() {
+    for (;;) {
+      std::optional<size_t> next;
+      {
+        std::lock_guard lock(s_.mu);
+        if (!s_.ready.empty()) {
+          next = s_.ready.front();
+          s_.ready.pop_front();
+        }
+      }
+      if (next) {
+        co_await send(*next);
+        continue;
+      }
+      if (s_.done.load() >= s_.total) co_return;
+      // Waiting for a conversation's next turn to become ready.
+      net::steady_timer t(co_await net::this_coro::executor);
+      t.expires_after(std::chrono::milliseconds(5));
+      (void)co_await t.async_wait(use_nothrow);
+    }
+  }
+
+  // Turns that follow request `i` become ready after its think time.
+  net::awaitable<void> release_dependents(size_t i) {
+    auto it = dependents_.find(w_.requests[i].id);
+    if (it == dependents_.end()) co_return;
+    for (size_t d : it->second) {
+      const double ready_at = since(t0_) + w_.requests[d].think_s;
+      if (o_.concurrency == 0) {
+        net::co_spawn(loop_.context(), [this, d, ready_at]() -> net::awaitable<void> {
+          co_await pause_until(ready_at);
+          co_await send(d);
+        }, net::detached);
+      } else {
+        net::co_spawn(loop_.context(), [this, d, ready_at]() -> net::awaitable<void> {
+          co_await pause_until(ready_at);
+          std::lock_guard lock(s_.mu);
+          s_.ready.push_back(d);
+        }, net::detached);
+      }
+    }
+  }
+
+  void finish_one() {
+    if (s_.done.fetch_add(1) + 1 == s_.total) s_.all_done.set_value();
+  }
+
+  void fail(const std::string& why) {
+    s_.errors.fetch_add(1);
+    std::lock_guard lock(s_.mu);
+    s_.recorder.error();
+    if (s_.first_error.empty()) s_.first_error = why;
+  }
+
+  net::awaitable<void> send(size_t i) {
+    const RequestSpec& spec = w_.requests[i];
+    json::array prompt;
+    prompt.reserve(spec.prompt.size());
+    for (uint32_t id : spec.prompt) prompt.push_back(id);
+    json::object body{{"model", model_},
+                      {"prompt", std::move(prompt)},
+                      {"max_tokens", spec.max_tokens},
+                      {"ignore_eos", true},
+                      {"stream", true},
+                      {"stream_options", json::object{{"include_usage", true}}}};
+    http::Request req;
+    req.method = http::Method::kPost;
+    req.target = "/v1/completions";
+    req.headers.push_back({"Content-Type", "application/json"});
+    req.body = json::serialize(body);
+    s_.started.fetch_add(1);
+    const double sent = since(t0_);
+    auto opened = co_await client_.stream(ep_, std::move(req));
+    if (!opened.ok() || opened->status() != 200) {
+      fail(opened.ok() ? "HTTP " + std::to_string(opened->status()) : opened.status().message());
+      co_await release_dependents(i);
+      finish_one();
+      co_return;
+    }
+    http::ClientStream& up = opened.value();
+    http::SseParser parser;
+    http::SseEvent ev;
+    double first = -1, last = 0;
+    uint32_t outputs = 0, prompt_tokens = 0, cached = 0;
+    bool ok = true, done = false;
+    std::vector<double> gaps;
+    while (ok && !done) {
+      auto piece = co_await up.read();
+      if (!piece.ok()) {
+        fail("stream: " + piece.status().message());
+        ok = false;
+        break;
+      }
+      if (piece->empty()) break;
+      parser.feed(*piece);
+      while (parser.next(ev)) {
+        if (ev.done()) {
+          done = true;
+          break;
+        }
+        boost::system::error_code ec;
+        const json::value v = json::parse(ev.data, ec);
+        if (ec || !v.is_object()) continue;
+        const json::object& o = v.get_object();
+        if (o.if_contains("error")) {
+          fail("error event: " + std::string(ev.data.substr(0, 200)));
+          ok = false;
+          break;
+        }
+        if (const json::value* u = o.if_contains("usage"); u && u->is_object()) {
+          const json::object& uo = u->get_object();
+          if (const auto* p = uo.if_contains("prompt_tokens"); p && p->is_number()) {
+            prompt_tokens = p->to_number<uint32_t>();
+          }
+          if (const auto* d = uo.if_contains("prompt_tokens_details"); d && d->is_object()) {
+            if (const auto* c = d->get_object().if_contains("cached_tokens"); c && c->is_number()) {
+              cached = c->to_number<uint32_t>();
+            }
+          }
+        }
+        const json::value* choices = o.if_contains("choices");
+        if (!choices || !choices->is_array() || choices->get_array().empty()) continue;
+        const double now = since(t0_);
+        if (first < 0) {
+          first = now;
+        } else {
+          gaps.push_back(now - last);
+        }
+        last = now;
+        ++outputs;
+      }
+    }
+    if (ok && (first < 0 || !done)) {
+      fail(first < 0 ? "no tokens in the stream" : "stream ended without [DONE]");
+      ok = false;
+    }
+    if (ok) {
+      std::lock_guard lock(s_.mu);
+      s_.recorder.request(sent, first, last, static_cast<uint32_t>(spec.prompt.size()), cached,
+                          outputs, 0);
+      for (double g : gaps) s_.recorder.inter_token_gap(g);
+      s_.usage_prompt_tokens += prompt_tokens ? prompt_tokens : spec.prompt.size();
+      s_.usage_cached_tokens += cached;
+    }
+    co_await release_dependents(i);
+    finish_one();
+  }
+
+  const Workload& w_;
+  const HttpRunOptions& o_;
+  http::Endpoint ep_;
+  std::string model_;
+  http::Client& client_;
+  http::EventLoop& loop_;
+  Shared s_;
+  Clock::time_point t0_;
+  std::unordered_map<uint64_t, size_t> by_id_;
+  std::unordered_map<uint64_t, std::vector<size_t>> dependents_;
+};
+
+}  // namespace
+
+Result<HttpRunResult> run_http(const Workload& workload, const HttpRunOptions& o) {
+  INFERA_ASSIGN_OR_RETURN(http::Endpoint ep, http::parse_endpoint(o.url));
+  http::EventLoop loop(std::max(1, o.threads));
+  http::ClientOptions co;
+  co.response_timeout = o.request_timeout;
+  co.read_timeout = o.request_timeout;
+  co.max_idle_per_endpoint = 4096;
+  http::Client client(co);
+
+  std::string model = o.model;
+  if (model.empty()) {
+    auto models = run_sync<std::optional<std::string>>(
+        loop, [&] { return get_body(client, ep, "/v1/models", ""); });
+    if (!models) return unavailable("cannot reach " + o.url + "/v1/models");
+    boost::system::error_code ec;
+    const json::value v = json::parse(*models, ec);
+    if (!ec && v.is_object() && v.get_object().if_contains("data") && v.at("data").is_array() &&
+        !v.at("data").as_array().empty()) {
+      model = std::string(v.at("data").as_array()[0].at("id").as_string());
+    }
+  }
+  const FleetCounters before =
+      run_sync<FleetCounters>(loop, [&] { return read_fleet(client, ep, o.admin_token); });
+
+  Runner runner(workload, o, ep, model, client, loop);
+  runner.run();
+  const double elapsed = runner.elapsed();
+  const FleetCounters after =
+      run_sync<FleetCounters>(loop, [&] { return read_fleet(client, ep, o.admin_token); });
+
+  Shared& s = runner.shared();
+  HttpRunResult result;
+  {
+    std::lock_guard lock(s.mu);
+    result.report = s.recorder.summarize();
+    if (!s.first_error.empty()) {
+      std::fprintf(stderr, "infera bench: first error: %s\n", s.first_error.c_str());
+    }
+    // Hit ratio from the engines' counters when we can read them, else from usage.
+    const double dq = after.cache_queries - before.cache_queries;
+    if (after.have_cache_counters && dq > 0) {
+      result.report.hit_ratio = (after.cache_hits - before.cache_hits) / dq;
+    } else if (s.usage_prompt_tokens > 0) {
+      result.report.hit_ratio =
+          static_cast<double>(s.usage_cached_tokens) / static_cast<double>(s.usage_prompt_tokens);
+    }
+  }
+  if (after.from_admin) {
+    result.report.requests_per_worker.clear();
+    uint64_t total = 0, most = 0;
+    for (const auto& [id, n] : after.requests) {
+      auto b = before.requests.find(id);
+      const uint64_t d = n - (b == before.requests.end() ? 0 : b->second);
+      result.report.requests_per_worker.push_back(d);
+      total += d;
+      most = std::max(most, d);
+    }
+    if (total > 0) {
+      result.report.load_spread =
+          static_cast<double>(most) /
+          (static_cast<double>(total) / static_cast<double>(result.report.requests_per_worker.size()));
+    }
+  }
+  if (result.report.duration_s <= 0) result.report.duration_s = elapsed;
+  loop.stop();
+  return result;
+}
+
+}  // namespace infera::bench

@@ -1,0 +1,37 @@
+// Drives a running server (or one engine) over real HTTP with a workload: streaming
+// /v1/completions requests with token-id prompts, `max_tokens` = the workload's output length
+// and `ignore_eos`, open-loop at the workload's arrival times or closed-loop at a fixed
+// concurrency, turns of a conversation sent after the previous turn finished. It measures TTFT
+// (first content event), inter-token gaps, end-to-end latency, errors, and reads the fleet's
+// prefix-cache counters (vllm:prefix_cache_hits_total / _queries_total) and per-worker request
+// counts before and after the run. Blocking; call from the main thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "infera/bench/report.h"
+#include "infera/bench/workload.h"
+#include "infera/common/status.h"
+
+namespace infera::bench {
+
+struct HttpRunOptions {
+  std::string url;                // http://host:port of the server (or an engine)
+  std::string model;              // "" -> the first model the server lists
+  uint32_t concurrency = 0;       // 0: open loop at the workload's arrival times
+  std::string admin_token;        // for the server's /v1/admin/workers when protected
+  std::chrono::seconds request_timeout{600};
+  bool progress = true;           // a progress bar on stderr when it is a terminal
+  int threads = 2;
+};
+
+struct HttpRunResult {
+  PolicyReport report;
+  std::string server_policy;  // what the server reported, when known
+};
+
+Result<HttpRunResult> run_http(const Workload& workload, const HttpRunOptions& options);
+
+}  // namespace infera::bench

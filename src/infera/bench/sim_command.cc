@@ -1,0 +1,162 @@
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include "infera/bench/bounds.h"
+#include "infera/bench/commands.h"
+#include "infera/bench/plot.h"
+#include "infera/bench/sim.h"
+#include "infera/config/flags.h"
+
+namespace infera::bench {
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_sim_command(std::span<const std::string> args) {
+  std::string trace, workload_name, json_path, plot_path, policies = "round-robin,kv-aware";
+  SimOptions o;
+  WorkloadOptions w;
+  TraceOptions t;
+  double rate_scale = 1.0;
+  uint64_t seed = 1;
+  uint32_t threads = 2;
+  config::FlagSet f(
+      "usage: infera sim (--trace FILE.jsonl | --workload NAME) --workers N --num-gpu-blocks B\n"
+      "                  --block-size 16 --policies round-robin,kv-aware,... [--rate-scale X]\n"
+      "                  [--seed S] --json OUT.json\n\n"
+      "Replays a workload in virtual time through the real router and engine model, one run\n"
+      "per policy, side by side; prints a table, writes the pinned JSON and optional plots.");
+  f.add("--trace", &trace, "Mooncake-format trace to replay", "FILE");
+  f.add("--workload", &workload_name, "synthetic workload: prefix-families, multi-turn, rag, agentic",
+        "NAME");
+  f.add("--workers", &o.workers, "engines in the fleet (default 8)", "N");
+  f.add("--num-gpu-blocks", &o.engine.num_gpu_blocks, "KV blocks per engine (default 16384)", "B");
+  f.add("--block-size", &o.engine.block_size, "tokens per block (default 16)", "N");
+  f.add("--max-num-seqs", &o.engine.max_num_seqs, "engine batch size (default 256)", "N");
+  f.add("--max-num-batched-tokens", &o.engine.max_num_batched_tokens,
+        "tokens per engine step (default 8192)", "N");
+  f.add("--speedup-ratio", &o.engine.speedup_ratio, "engine speed multiplier (default 1)", "X");
+  f.add("--policies", &policies,
+        "comma-separated: round-robin, random, least-loaded, kv-aware, approx-prefix", "LIST");
+  f.add("--kv-overlap-weight", &o.router.overlap_weight, "kv-aware overlap weight (default 1.0)",
+        "W");
+  f.add("--router-temperature", &o.router.temperature, "kv-aware temperature (default 0)", "T");
+  f.add("--rate-scale", &rate_scale, "trace speed-up factor, or multiplier of --rate (default 1)",
+        "X");
+  f.add("--requests", &w.requests, "synthetic workload size (default: the workload's)", "N");
+  f.add("--max-requests", &t.max_requests, "replay only the first N trace requests", "N");
+  f.add("--rate", &w.rate_rps, "synthetic arrival rate, requests/s (default 8)", "R");
+  f.add("--seed", &seed, "seed for the workload and tie-breaking (default 1)", "S");
+  f.add("--threads", &threads, "policies simulated in parallel (default 2)", "N");
+  f.add("--json", &json_path, "write the result JSON here", "OUT.json");
+  f.add("--plot", &plot_path, "write PNG plots with this path prefix (python3-matplotlib)", "PREFIX");
+  const Status parsed = f.parse(args);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "infera sim: %s\n", parsed.message().c_str());
+    return 2;
+  }
+  if (f.help_requested()) {
+    std::printf("%s", f.help().c_str());
+    return 0;
+  }
+  if (trace.empty() == workload_name.empty()) {
+    std::fprintf(stderr, "infera sim: give exactly one of --trace or --workload\n");
+    return 2;
+  }
+  Result<Workload> workload = [&]() -> Result<Workload> {
+    if (!trace.empty()) {
+      t.rate_scale = rate_scale;
+      t.seed = seed;
+      return load_mooncake_trace(trace, t);
+    }
+    w.seed = seed;
+    w.rate_rps *= rate_scale;
+    return make_workload(workload_name, w);
+  }();
+  if (!workload.ok()) {
+    std::fprintf(stderr, "infera sim: %s\n", workload.status().message().c_str());
+    return 2;
+  }
+  o.router.seed = seed;
+  const std::vector<std::string> names = split_list(policies);
+  if (names.empty()) {
+    std::fprintf(stderr, "infera sim: --policies is empty\n");
+    return 2;
+  }
+  for (const std::string& n : names) {
+    auto p = routing::make_policy(n);
+    if (!p.ok()) {
+      std::fprintf(stderr, "infera sim: %s\n", p.status().message().c_str());
+      return 2;
+    }
+  }
+  std::fprintf(stderr, "infera sim: %zu requests (%s), %u workers x %u blocks, policies %s\n",
+               workload->requests.size(), workload->name.c_str(), o.workers,
+               o.engine.num_gpu_blocks, policies.c_str());
+
+  RunReport report;
+  // Policies run side by side on `threads` threads; each simulation is independent.
+  std::vector<std::future<Result<SimResult>>> futures;
+  std::vector<Result<SimResult>> results;
+  size_t next = 0;
+  while (next < names.size() || !futures.empty()) {
+    while (next < names.size() && futures.size() < std::max(1u, threads)) {
+      futures.push_back(std::async(std::launch::async, [&, name = names[next]] {
+        return simulate(*workload, o, name);
+      }));
+      ++next;
+    }
+    results.push_back(futures.front().get());
+    futures.erase(futures.begin());
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!results[i].ok()) {
+      std::fprintf(stderr, "infera sim: %s: %s\n", names[i].c_str(),
+                   results[i].status().message().c_str());
+      return 1;
+    }
+    report.policies[names[i]] = results[i]->report;
+    std::fprintf(stderr, "  %-14s simulated in %.1f s (%llu engine steps)\n", names[i].c_str(),
+                 results[i]->wall_s, static_cast<unsigned long long>(results[i]->engine_steps));
+  }
+  const uint64_t capacity = uint64_t{o.workers} * (o.engine.num_gpu_blocks - 1);
+  report.bounds = Bounds{infinite_cache_hit_ratio(*workload, o.engine.block_size),
+                         pooled_lru_hit_ratio(*workload, o.engine.block_size, capacity)};
+  report.settings = {{"workload", workload->name},
+                     {"requests", std::to_string(workload->requests.size())},
+                     {"workers", std::to_string(o.workers)},
+                     {"num_gpu_blocks", std::to_string(o.engine.num_gpu_blocks)},
+                     {"block_size", std::to_string(o.engine.block_size)},
+                     {"rate_scale", std::to_string(rate_scale)},
+                     {"kv_overlap_weight", std::to_string(o.router.overlap_weight)},
+                     {"seed", std::to_string(seed)},
+                     {"mode", "sim"}};
+  std::printf("%s", format_table(report).c_str());
+  if (!json_path.empty()) {
+    std::ofstream(json_path) << to_json(report);
+    std::fprintf(stderr, "infera sim: wrote %s\n", json_path.c_str());
+  }
+  if (!plot_path.empty()) {
+    const Status plotted = write_plots(to_json(report), plot_path);
+    if (!plotted.ok()) {
+      std::fprintf(stderr, "infera sim: plots: %s\n", plotted.message().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace infera::bench

@@ -1,0 +1,40 @@
+// Worker sources: where the gateway learns its fleet. A source delivers immutable WorkerSet
+// snapshots to a listener whenever the fleet changes: StaticWorkerSource once (the --worker
+// flags), EtcdWorkerSource on every change of the etcd prefix (ARCHITECTURE section 8).
+// start()/stop() from the owner's thread; the listener is called on the source's executor (an
+// event-loop thread), never concurrently with itself.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "infera/discovery/worker.h"
+
+namespace infera::discovery {
+
+class WorkerSource {
+ public:
+  using Listener = std::function<void(WorkerSetPtr)>;
+  virtual ~WorkerSource() = default;
+  // Begins delivering worker sets to `listener`.
+  virtual void start(Listener listener) = 0;
+  // Stops; no listener call starts after it returns.
+  virtual void stop() = 0;
+  virtual std::string describe() const = 0;
+};
+
+// A fixed fleet: delivers its set once, from start().
+class StaticWorkerSource final : public WorkerSource {
+ public:
+  explicit StaticWorkerSource(WorkerSet workers)
+      : workers_(std::make_shared<const WorkerSet>(std::move(workers))) {}
+  void start(Listener listener) override { listener(workers_); }
+  void stop() override {}
+  std::string describe() const override { return "static"; }
+
+ private:
+  WorkerSetPtr workers_;
+};
+
+}  // namespace infera::discovery

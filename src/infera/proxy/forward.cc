@@ -1,0 +1,112 @@
+#include "infera/proxy/forward.h"
+
+#include "infera/http/error.h"
+#include "infera/http/sse.h"
+
+namespace infera::proxy {
+namespace {
+
+bool is_event_stream(std::string_view content_type) {
+  return content_type.rfind(http::kSseContentType, 0) == 0;
+}
+
+}  // namespace
+
+std::string_view forward_result_name(ForwardResult result) {
+  switch (result) {
+    case ForwardResult::kCompleted: return "completed";
+    case ForwardResult::kRetryable: return "retryable";
+    case ForwardResult::kBrokenStream: return "broken_stream";
+    case ForwardResult::kClientGone: return "client_gone";
+  }
+  return "?";
+}
+
+net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
+                                       http::Request request, http::ResponseWriter& out,
+                                       ForwardOptions options, const Clock& clock) {
+  ForwardOutcome o;
+  auto opened = co_await client.stream(to, std::move(request));
+  if (!opened.ok()) {
+    o.error = opened.error().status;
+    o.result = out.client_gone() || o.error.code() == StatusCode::kCancelled
+                   ? ForwardResult::kClientGone
+                   : ForwardResult::kRetryable;
+    co_return o;
+  }
+  http::ClientStream& up = opened.value();
+  o.upstream_status = up.status();
+  if (up.status() >= 500) {
+    // The worker could not serve it; nothing went downstream, so another worker may.
+    up.close();
+    o.error = unavailable("worker answered HTTP " + std::to_string(up.status()));
+    o.result = ForwardResult::kRetryable;
+    co_return o;
+  }
+
+  // Hold the header back until the first piece of body.
+  Result<std::string_view> piece = co_await up.read();
+  if (!piece.ok()) {
+    up.close();
+    o.error = piece.status();
+    o.result = out.client_gone() || o.error.code() == StatusCode::kCancelled
+                   ? ForwardResult::kClientGone
+                   : ForwardResult::kRetryable;
+    co_return o;
+  }
+  o.first_byte = clock.now();
+  const std::string content_type(up.header("Content-Type"));
+  const bool sse = is_event_stream(content_type);
+  http::Headers headers;
+  if (!content_type.empty()) headers.push_back({"Content-Type", content_type});
+  if (sse) headers.push_back({"Cache-Control", "no-cache"});
+  Status wrote = co_await out.write_head(up.status(), std::move(headers));
+  if (!wrote.ok()) {
+    up.close();
+    o.error = wrote;
+    o.result = ForwardResult::kClientGone;
+    co_return o;
+  }
+
+  for (;;) {
+    if (piece->empty()) {  // the body is complete
+      (void)co_await out.finish();
+      o.result = ForwardResult::kCompleted;
+      co_return o;
+    }
+    o.body_bytes += piece->size();
+    wrote = co_await out.write(*piece);
+    if (!wrote.ok()) {
+      // The client left (or stalled past the write deadline): cancel the upstream request.
+      up.close();
+      o.error = wrote;
+      o.result = ForwardResult::kClientGone;
+      co_return o;
+    }
+    if (clock.now() > options.deadline) {
+      piece = deadline_exceeded("request deadline exceeded");
+    } else {
+      piece = co_await up.read();
+    }
+    if (piece.ok()) continue;
+    if (out.client_gone() || piece.status().code() == StatusCode::kCancelled) {
+      up.close();
+      o.error = piece.status();
+      o.result = ForwardResult::kClientGone;
+      co_return o;
+    }
+    // The worker failed mid-body: end the stream cleanly with an OpenAI error event.
+    up.close();
+    o.error = piece.status();
+    o.result = ForwardResult::kBrokenStream;
+    if (sse) {
+      std::string tail = http::sse_error_event(o.error, {.origin = http::ErrorOrigin::kUpstream});
+      tail += http::kSseDone;
+      (void)co_await out.write(tail);
+    }
+    (void)co_await out.finish();
+    co_return o;
+  }
+}
+
+}  // namespace infera::proxy
