@@ -1,0 +1,114 @@
+#include "infera/engine/commands.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <csignal>
+#include <memory>
+#include <cstdio>
+#include <string_view>
+
+#include "infera/common/log.h"
+#include "infera/engine/mock_server.h"
+
+namespace infera::engine {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: infera engine <mock|vllm|sglang> [flags]\n\n"
+    "  mock     a simulated vLLM engine (OpenAI API, prefix cache, KV events, discovery)\n"
+    "  vllm     launcher for a real vLLM engine (not available yet)\n"
+    "  sglang   launcher for a real SGLang engine (not available yet)\n\n"
+    "Run `infera engine mock --help` for its flags.\n";
+
+// Thousands of concurrent streams need as many descriptors: raise the soft limit to the hard one.
+void raise_fd_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+int run_mock(std::span<const std::string> args) {
+  bool help_requested = false;
+  std::string help;
+  Result<MockOptions> options = parse_mock_flags(args, &help_requested, &help);
+  if (!options.ok()) {
+    std::fprintf(stderr, "infera engine mock: %s\n", options.status().message().c_str());
+    return 2;
+  }
+  if (help_requested) {
+    std::fputs(help.c_str(), stdout);
+    return 0;
+  }
+  set_log_level(*parse_log_level(options->log_level));
+  raise_fd_limit();
+
+  // Every thread started from here on inherits the mask, so the signals reach sigwait below and
+  // shutdown runs on this thread, outside any handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  const auto grace = std::chrono::milliseconds(
+      static_cast<int64_t>(options->shutdown_grace_s * 1000.0));
+  Result<std::unique_ptr<MockEngine>> started = MockEngine::start(std::move(*options));
+  if (!started.ok()) {
+    std::fprintf(stderr, "infera engine mock: %s\n", started.status().message().c_str());
+    return 1;
+  }
+  MockEngine& engine = **started;
+  const discovery::WorkerInfo& w = engine.worker();
+  if (!w.kv_endpoint.empty() || !w.replay_endpoint.empty()) {
+    std::printf("infera engine mock: kv events on %s, replay %s, topic \"%s\"\n",
+                w.kv_endpoint.empty() ? "(connecting)" : w.kv_endpoint.c_str(),
+                w.replay_endpoint.empty() ? "(none)" : w.replay_endpoint.c_str(),
+                w.topic.c_str());
+  }
+  // The ready line: tests and the demo wait for it and read the port from it.
+  std::printf("infera engine mock: listening on %s\n", w.url.c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  INFERA_LOG(kInfo, "engine")
+      .msg("shutting down")
+      .kv("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT")
+      .kv("grace_ms", static_cast<int64_t>(grace.count()));
+  engine.shutdown(grace);
+  INFERA_LOG(kInfo, "engine").msg("stopped");
+  return 0;
+}
+
+}  // namespace
+
+int run_engine_command(std::span<const std::string> args) {
+  if (args.empty()) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string_view kind = args[0];
+  if (kind == "--help" || kind == "-h" || kind == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (kind == "mock") return run_mock(args.subspan(1));
+  if (kind == "vllm" || kind == "sglang") {
+    std::fprintf(stderr,
+                 "infera engine %s: the %s launcher is not available yet (a later round of issue "
+                 "#5); run the engine yourself and register it with --worker, or use "
+                 "`infera engine mock`\n",
+                 args[0].c_str(), args[0].c_str());
+    return 2;
+  }
+  std::fprintf(stderr, "infera engine: unknown engine '%s'\n\n%s", args[0].c_str(), kUsage);
+  return 2;
+}
+
+}  // namespace infera::engine

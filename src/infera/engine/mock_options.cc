@@ -1,0 +1,272 @@
+#include "infera/engine/mock_options.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+#include <cstdlib>
+#include <limits>
+
+#include "infera/common/log.h"
+#include "infera/config/flags.h"
+
+namespace infera::engine {
+namespace json = boost::json;
+
+KvEventsConfig default_enabled_kv_events_config() {
+  KvEventsConfig c;
+  c.enable_kv_cache_events = true;
+  c.publisher = "zmq";
+  c.endpoint = "tcp://*:5557";
+  c.replay_endpoint = "tcp://*:5558";
+  c.topic = "kv-events";
+  return c;
+}
+
+namespace {
+
+Status key_error(std::string_view key, std::string_view what) {
+  return invalid_argument("--kv-events-config: '" + std::string(key) + "' " + std::string(what));
+}
+
+Result<uint32_t> positive_u32(std::string_view key, const json::value& v) {
+  int64_t n = 0;
+  if (v.is_int64()) {
+    n = v.get_int64();
+  } else if (v.is_uint64() && v.get_uint64() <= uint64_t{std::numeric_limits<uint32_t>::max()}) {
+    n = static_cast<int64_t>(v.get_uint64());
+  } else {
+    return key_error(key, "must be a positive integer");
+  }
+  if (n <= 0 || n > int64_t{std::numeric_limits<uint32_t>::max()}) {
+    return key_error(key, "must be a positive integer");
+  }
+  return static_cast<uint32_t>(n);
+}
+
+}  // namespace
+
+Result<KvEventsConfig> parse_kv_events_config(std::string_view text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec || !v.is_object()) {
+    return invalid_argument("--kv-events-config must be a JSON object, e.g. "
+                            "'{\"enable_kv_cache_events\":true,\"publisher\":\"zmq\"}'");
+  }
+  KvEventsConfig c;  // vLLM's defaults for every key left out
+  c.publisher.clear();
+  for (const auto& [key, value] : v.get_object()) {
+    if (key == "enable_kv_cache_events") {
+      if (!value.is_bool()) return key_error(key, "must be true or false");
+      c.enable_kv_cache_events = value.get_bool();
+    } else if (key == "publisher") {
+      if (value.is_null()) continue;
+      if (!value.is_string()) return key_error(key, "must be a string");
+      c.publisher = std::string(value.get_string());
+      if (c.publisher != "zmq" && c.publisher != "null") {
+        return key_error(key, "must be \"zmq\" or \"null\" (got \"" + c.publisher + "\")");
+      }
+    } else if (key == "endpoint") {
+      if (!value.is_string() || value.get_string().empty()) {
+        return key_error(key, "must be a non-empty string");
+      }
+      c.endpoint = std::string(value.get_string());
+    } else if (key == "replay_endpoint") {
+      if (value.is_null()) {
+        c.replay_endpoint.clear();
+        continue;
+      }
+      if (!value.is_string()) return key_error(key, "must be a string or null");
+      c.replay_endpoint = std::string(value.get_string());
+    } else if (key == "topic") {
+      if (!value.is_string()) return key_error(key, "must be a string");
+      c.topic = std::string(value.get_string());
+    } else if (key == "buffer_steps") {
+      INFERA_ASSIGN_OR_RETURN(c.buffer_steps, positive_u32(key, value));
+    } else if (key == "hwm") {
+      INFERA_ASSIGN_OR_RETURN(c.hwm, positive_u32(key, value));
+    } else if (key == "max_queue_size") {
+      INFERA_ASSIGN_OR_RETURN(c.max_queue_size, positive_u32(key, value));
+    } else {
+      return invalid_argument(
+          "--kv-events-config: unknown key '" + std::string(key) +
+          "' (known: enable_kv_cache_events, publisher, endpoint, replay_endpoint, buffer_steps, "
+          "hwm, max_queue_size, topic)");
+    }
+  }
+  // vLLM __post_init__: an unset publisher is "zmq" when events are enabled, else "null".
+  if (c.publisher.empty()) c.publisher = c.enable_kv_cache_events ? "zmq" : "null";
+  return c;
+}
+
+namespace {
+
+Status validate(const MockOptions& o) {
+  if (o.port > 65535) return invalid_argument("--port must be 0..65535");
+  if (o.host.empty()) return invalid_argument("--host must not be empty");
+  if (o.model.empty()) return invalid_argument("--model must not be empty");
+  if (o.io_threads == 0 || o.io_threads > 64) return invalid_argument("--io-threads must be 1..64");
+  if (!(o.shutdown_grace_s >= 0)) return invalid_argument("--shutdown-grace-s must be >= 0");
+  if (Status s = validate(o.engine); !s.ok()) {
+    // The core's field names, as flags.
+    std::string m = s.message();
+    for (const auto& [field, flag] :
+         {std::pair<std::string, std::string>{"block_size", "--block-size"},
+          {"num_gpu_blocks", "--num-gpu-blocks"},
+          {"max_num_seqs", "--max-num-seqs"},
+          {"max_num_batched_tokens", "--max-num-batched-tokens"},
+          {"speedup_ratio", "--speedup-ratio"}}) {
+      if (m.rfind(field, 0) == 0) m = flag + m.substr(field.size());
+    }
+    return invalid_argument(m);
+  }
+  if (o.discovery_backend == "etcd") {
+    if (o.etcd_endpoint.empty()) {
+      return invalid_argument("--discovery-backend etcd needs --etcd-endpoint HOST:PORT");
+    }
+    INFERA_RETURN_IF_ERROR(config::parse_host_port(o.etcd_endpoint).status());
+    if (o.etcd_lease_ttl_s < 2 || o.etcd_lease_ttl_s > 3600) {
+      return invalid_argument("--etcd-lease-ttl-s must be 2..3600");
+    }
+  } else if (o.discovery_backend == "k8s" || o.discovery_backend == "kubernetes") {
+    return unimplemented("--discovery-backend " + o.discovery_backend +
+                         " is not supported yet (use static or etcd)");
+  } else if (o.discovery_backend != "static") {
+    return invalid_argument("unknown --discovery-backend '" + o.discovery_backend +
+                            "' (supported: static, etcd)");
+  }
+  return ok_status();
+}
+
+Status check_transport(std::string_view flag, const std::string& value, std::string_view supported) {
+  if (value == supported) return ok_status();
+  if (value == "nats") {
+    return unimplemented(std::string(flag) + " nats is not supported yet (use " +
+                         std::string(supported) + ")");
+  }
+  return invalid_argument("unknown " + std::string(flag) + " '" + value + "' (supported: " +
+                          std::string(supported) + ")");
+}
+
+}  // namespace
+
+Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* help_requested,
+                                     std::string* help) {
+  MockOptions o;
+  if (const char* seed = std::getenv("PYTHONHASHSEED"); seed != nullptr && *seed != '\0') {
+    o.engine.hash_seed = seed;
+  }
+  bool enable_kv_events = false;
+  bool no_prefix_caching = false;
+  std::string kv_events_config;
+  std::string kv_events_format = "map";
+  std::string role = "both";
+  std::string request_transport = "http";
+  std::string kv_event_transport = "zmq";
+
+  config::FlagSet f(
+      "usage: infera engine mock [flags]\n\n"
+      "A simulated vLLM engine on the CPU: OpenAI API, paged prefix cache with LRU eviction,\n"
+      "continuous batching on a timing model, vLLM KV events over ZeroMQ, etcd registration.");
+  f.add("--model|--model-path", &o.model, "model name (default infera-mock)", "NAME");
+  f.add("--served-model-name", &o.served_model_name,
+        "name the API reports and accepts (default: --model)", "NAME");
+  f.add("--tokenizer", &o.tokenizer,
+        "tokenizer directory or Hugging Face id (offline cache); default: synthetic text",
+        "PATH_OR_ID");
+  f.add("--host", &o.host, "address to listen on (default 0.0.0.0)", "HOST");
+  f.add("--port", &o.port, "port to listen on (default 8000; 0 picks a free port)", "PORT");
+  f.add("--advertise-host", &o.advertise_host,
+        "host registered in URLs and endpoints when listening on a wildcard (default: --host, "
+        "or 127.0.0.1 for 0.0.0.0)",
+        "HOST");
+  f.add("--io-threads", &o.io_threads, "threads serving HTTP and the engine (default 2)", "N");
+  f.add("--shutdown-grace-s", &o.shutdown_grace_s,
+        "on SIGTERM/SIGINT, how long in-flight streams may finish (default 30)", "SECONDS");
+  f.add("--block-size|--page-size", &o.engine.block_size, "tokens per KV block (default 16)", "N");
+  f.add("--num-gpu-blocks|--num-gpu-blocks-override", &o.engine.num_gpu_blocks,
+        "KV cache size in blocks, including vLLM's null block (default 16384)", "N");
+  f.add("--max-num-seqs", &o.engine.max_num_seqs, "requests running at once (default 256)", "N");
+  f.add("--max-num-batched-tokens", &o.engine.max_num_batched_tokens,
+        "tokens per scheduler step, chunked prefill (default 8192)", "N");
+  f.add("--max-model-len", &o.engine.max_model_len,
+        "prompt + output limit per request (default: what the cache holds)", "N");
+  f.add("--speedup-ratio", &o.engine.speedup_ratio,
+        "divide every modelled step time by this (default 1)", "R");
+  f.add("--enable-prefix-caching", &o.engine.enable_prefix_caching,
+        "prefix caching (default true)", "BOOL");
+  f.add("--no-enable-prefix-caching", &no_prefix_caching, "turn prefix caching off", "");
+  f.add("--enable-kv-events", &enable_kv_events,
+        "publish KV events (alone: endpoint tcp://*:5557, replay tcp://*:5558, topic kv-events)",
+        "");
+  f.add("--kv-events-config", &kv_events_config,
+        "vLLM's KVEventsConfig JSON: enable_kv_cache_events, publisher, endpoint, "
+        "replay_endpoint, buffer_steps, hwm, max_queue_size, topic",
+        "JSON");
+  f.add("--kv-events-format", &kv_events_format,
+        "map (current vLLM, default) or array (older vLLM)", "map|array");
+  f.add("--hash-seed", &o.engine.hash_seed,
+        "seed of the engine's own block hash (default: $PYTHONHASHSEED, else 0)", "SEED");
+  f.add("--seed", &o.engine.output_seed, "seed of the deterministic output (default 0)", "N");
+  f.add("--role", &role, "prefill, decode or both (default both)", "ROLE");
+  f.add("--discovery-backend", &o.discovery_backend, "static (default) or etcd", "BACKEND");
+  f.add("--etcd-endpoint", &o.etcd_endpoint, "etcd v3 endpoint for --discovery-backend etcd",
+        "HOST:PORT");
+  f.add("--etcd-prefix", &o.etcd_prefix, "etcd key prefix (default infera/workers/)", "PREFIX");
+  f.add("--etcd-lease-ttl-s", &o.etcd_lease_ttl_s,
+        "lease of the etcd record: it disappears this long after the process dies (default 10)",
+        "SECONDS");
+  f.add("--request-transport", &request_transport, "http (default)", "TRANSPORT");
+  f.add("--kv-event-transport", &kv_event_transport, "zmq (default)", "TRANSPORT");
+  f.add("--log-level", &o.log_level, "debug, info (default), warn, error or off", "LEVEL");
+  INFERA_RETURN_IF_ERROR(f.parse(args));
+  *help_requested = f.help_requested();
+  if (f.help_requested()) {
+    *help = f.help();
+    return o;
+  }
+  if (no_prefix_caching) o.engine.enable_prefix_caching = false;
+
+  INFERA_RETURN_IF_ERROR(parse_log_level(o.log_level).status());
+  INFERA_ASSIGN_OR_RETURN(o.role, discovery::parse_role(role));
+  INFERA_RETURN_IF_ERROR(check_transport("--request-transport", request_transport, "http"));
+  INFERA_RETURN_IF_ERROR(check_transport("--kv-event-transport", kv_event_transport, "zmq"));
+
+  if (kv_events_format == "map") {
+    o.kv_events_format = events::WireFormat::kVllmMap;
+  } else if (kv_events_format == "array") {
+    o.kv_events_format = events::WireFormat::kVllmArray;
+  } else {
+    auto format = events::parse_wire_format(kv_events_format);
+    if (!format.ok()) {
+      return invalid_argument("--kv-events-format must be map or array (or a wire format name "
+                              "such as vllm-array-v010), got '" +
+                              kv_events_format + "'");
+    }
+    o.kv_events_format = *format;
+  }
+
+  if (!kv_events_config.empty()) {
+    INFERA_ASSIGN_OR_RETURN(KvEventsConfig c, parse_kv_events_config(kv_events_config));
+    // --enable-kv-events turns on a config that leaves the switch out (vLLM's
+    // --enable-kv-events sets enable_kv_cache_events on the config given).
+    if (enable_kv_events) {
+      c.enable_kv_cache_events = true;
+      if (c.publisher == "null" && kv_events_config.find("\"publisher\"") == std::string::npos) c.publisher = "zmq";
+    }
+    if (c.enable_kv_cache_events && c.publisher == "zmq") o.kv_events = std::move(c);
+  } else if (enable_kv_events) {
+    o.kv_events = default_enabled_kv_events_config();
+  }
+  if (o.kv_events && !o.engine.enable_prefix_caching) {
+    return invalid_argument("KV events need prefix caching (drop --no-enable-prefix-caching)");
+  }
+  o.engine.enable_kv_events = o.kv_events.has_value();
+
+  if (o.advertise_host.empty()) {
+    const bool wildcard = o.host == "0.0.0.0" || o.host == "::" || o.host == "[::]" || o.host == "*";
+    o.advertise_host = wildcard ? "127.0.0.1" : o.host;
+  }
+  INFERA_RETURN_IF_ERROR(validate(o));
+  return o;
+}
+
+}  // namespace infera::engine

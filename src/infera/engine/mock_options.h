@@ -1,0 +1,87 @@
+// MockOptions: every setting of `infera engine mock` (ARCHITECTURE section 2: vLLM's flag names
+// are a contract), parsed from flags and validated once at startup by parse_mock_flags; vLLM's
+// --kv-events-config JSON is parsed into KvEventsConfig with vLLM's exact keys. Plain values:
+// built on the main thread, immutable afterwards, readable from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "infera/common/status.h"
+#include "infera/discovery/worker.h"
+#include "infera/engine/engine_config.h"
+#include "infera/events/encoder.h"
+
+namespace infera::engine {
+
+// vLLM's KVEventsConfig (vllm/config/kv_events.py), the keys of --kv-events-config.
+struct KvEventsConfig {
+  bool enable_kv_cache_events = false;
+  std::string publisher = "zmq";  // "zmq" or "null"
+  std::string endpoint = "tcp://*:5557";
+  std::string replay_endpoint;  // empty: no replay socket (vLLM's None)
+  uint32_t buffer_steps = 10000;
+  uint32_t hwm = 100000;
+  uint32_t max_queue_size = 100000;
+  std::string topic;
+};
+
+// The configuration `--enable-kv-events` alone stands for (ARCHITECTURE section 2): vLLM's
+// documented serving example, with a replay socket and the topic "kv-events".
+KvEventsConfig default_enabled_kv_events_config();
+
+// Parses the JSON of --kv-events-config. Keys missing from the object keep vLLM's defaults
+// (endpoint tcp://*:5557, no replay, topic ""); an unknown key or a wrong type is an error.
+Result<KvEventsConfig> parse_kv_events_config(std::string_view json);
+
+struct MockOptions {
+  // Model identity: --model (alias --model-path) and --served-model-name (default: the model).
+  std::string model = "infera-mock";
+  std::string served_model_name;
+  // --tokenizer PATH_OR_ID: a directory or Hugging Face id (tokenizer::resolve_model_dir). Empty:
+  // the synthetic codec (word-hash prompt ids, a fixed word list for output text).
+  std::string tokenizer;
+
+  // HTTP listener. --port 0 picks a free port (printed on the ready line).
+  std::string host = "0.0.0.0";
+  uint32_t port = 8000;
+  // The host put into registered URLs and endpoints when --host (or an endpoint) is a wildcard.
+  std::string advertise_host;
+  uint32_t io_threads = 2;
+  double shutdown_grace_s = 30;  // SIGTERM: in-flight streams get this long to finish
+
+  // The core model: --block-size/--page-size, --num-gpu-blocks, --max-num-seqs,
+  // --max-num-batched-tokens, --max-model-len, --speedup-ratio, --seed, --hash-seed,
+  // --enable-prefix-caching.
+  EngineConfig engine;
+
+  // KV events: set when events are enabled (--enable-kv-events and/or --kv-events-config with
+  // enable_kv_cache_events true and publisher "zmq").
+  std::optional<KvEventsConfig> kv_events;
+  events::WireFormat kv_events_format = events::WireFormat::kVllmMap;
+
+  // Discovery: static (nothing to do) or etcd (a leased record under etcd_prefix).
+  discovery::Role role = discovery::Role::kBoth;
+  std::string discovery_backend = "static";
+  std::string etcd_endpoint;  // HOST:PORT
+  std::string etcd_prefix = "infera/workers/";
+  uint32_t etcd_lease_ttl_s = 10;
+
+  std::string log_level = "info";
+
+  // The model name the API reports and accepts.
+  const std::string& served_name() const {
+    return served_model_name.empty() ? model : served_model_name;
+  }
+};
+
+// Parses and validates `infera engine mock` flags (args after `mock`). --hash-seed defaults to
+// $PYTHONHASHSEED, else "0", as vLLM's own hash seed does. On --help returns ok with *help
+// filled and *help_requested set.
+Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* help_requested,
+                                     std::string* help);
+
+}  // namespace infera::engine

@@ -1,0 +1,560 @@
+#include "infera/engine/mock_server.h"
+
+#include <atomic>
+#include <cstdio>
+#include <ctime>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "infera/common/log.h"
+#include "infera/common/random.h"
+#include "infera/discovery/etcd.h"
+#include "infera/engine/openai_api.h"
+#include "infera/engine/text_codec.h"
+#include "infera/engine/vllm_metrics.h"
+#include "infera/events/endpoint.h"
+#include "infera/events/publisher.h"
+#include "infera/http/error.h"
+#include "infera/http/event_loop.h"
+#include "infera/http/sse.h"
+
+namespace infera::engine {
+namespace {
+
+constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
+constexpr size_t kMaxChoices = 1024;  // core requests per HTTP request
+
+// "tcp://0.0.0.0:5557" -> "tcp://<host>:5557": a bound wildcard is not an address to publish.
+std::string advertised_endpoint(std::string_view endpoint, std::string_view host) {
+  constexpr std::string_view kTcp = "tcp://";
+  if (!endpoint.starts_with(kTcp)) return std::string(endpoint);
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string_view::npos || colon < kTcp.size()) return std::string(endpoint);
+  const std::string_view h = endpoint.substr(kTcp.size(), colon - kTcp.size());
+  if (h != "*" && h != "0.0.0.0" && h != "::" && h != "[::]" && h != "[*]") {
+    return std::string(endpoint);
+  }
+  return std::string(kTcp) + std::string(host) + std::string(endpoint.substr(colon));
+}
+
+std::string url_host(const std::string& host) {
+  return host.find(':') != std::string::npos && host.front() != '[' ? "[" + host + "]" : host;
+}
+
+http::Response bad_request(const Status& status, std::string_view param) {
+  http::ErrorContext context;
+  context.origin = http::ErrorOrigin::kRequestBody;
+  context.param = param;
+  return http::error_response(status, context);
+}
+
+http::Response model_not_found(const std::string& model) {
+  http::ErrorContext context;
+  context.code = "model_not_found";
+  return http::error_response(not_found("The model `" + model + "` does not exist."), context);
+}
+
+bool query_flag(std::string_view query, std::string_view name) {
+  for (std::string_view rest = query; !rest.empty();) {
+    const size_t amp = rest.find('&');
+    const std::string_view item = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view{} : rest.substr(amp + 1);
+    if (!item.starts_with(name) || item.size() <= name.size() || item[name.size()] != '=') continue;
+    const std::string_view v = item.substr(name.size() + 1);
+    return v == "true" || v == "True" || v == "1";
+  }
+  return false;
+}
+
+// A prompt ready for the core, with the text `echo` puts before the output.
+struct Prepared {
+  std::vector<TokenId> ids;
+  std::string echo_text;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The HTTP API: one handler per route; what they share is read-only but the runner.
+
+class Api {
+ public:
+  Api(const MockOptions& options, const TextCodec& codec, EngineRunner& runner,
+      metrics::Registry& registry, std::string kv_host, uint16_t kv_port_hint)
+      : options_(options),
+        codec_(codec),
+        runner_(runner),
+        registry_(registry),
+        created_(static_cast<int64_t>(std::time(nullptr))),
+        id_seed_(options.engine.output_seed ^ 0x6d6f636b656e67ULL),
+        kv_host_(std::move(kv_host)),
+        kv_port_hint_(kv_port_hint) {}
+
+  http::Routes routes() {
+    http::Routes r;
+    r.add(http::Method::kGet, "/health", [](http::Request&, http::ResponseWriter&) {
+      return ready(http::Response::text(200, ""));
+    });
+    r.add(http::Method::kGet, "/ping", [](http::Request&, http::ResponseWriter&) {
+      return ready(http::Response::text(200, ""));
+    });
+    r.add(http::Method::kPost, "/ping", [](http::Request&, http::ResponseWriter&) {
+      return ready(http::Response::text(200, ""));
+    });
+    r.add(http::Method::kGet, "/v1/models", [this](http::Request&, http::ResponseWriter&) {
+      return ready(http::Response::json(
+          200, models_response(options_.served_name(), options_.model, runner_.max_model_len(),
+                               created_)));
+    });
+    r.add(http::Method::kGet, "/metrics", [this](http::Request&, http::ResponseWriter&) {
+      http::Response res;
+      res.status = 200;
+      res.headers.push_back(http::Header{"Content-Type", std::string(kMetricsContentType)});
+      res.body = registry_.render();
+      return ready(std::move(res));
+    });
+    r.add(http::Method::kPost, "/tokenize", [this](http::Request& req, http::ResponseWriter&) {
+      return ready(tokenize(req));
+    });
+    r.add(http::Method::kPost, "/detokenize", [this](http::Request& req, http::ResponseWriter&) {
+      return ready(detokenize(req));
+    });
+    r.add(http::Method::kPost, "/reset_prefix_cache",
+          [this](http::Request& req, http::ResponseWriter&) { return reset_prefix_cache(req); });
+    r.add(http::Method::kPost, "/v1/completions",
+          [this](http::Request& req, http::ResponseWriter& out) {
+            return generate(ApiKind::kCompletions, req, out);
+          });
+    r.add(http::Method::kPost, "/v1/chat/completions",
+          [this](http::Request& req, http::ResponseWriter& out) {
+            return generate(ApiKind::kChat, req, out);
+          });
+    return r;
+  }
+
+ private:
+  static net::awaitable<http::Response> ready(http::Response response) { co_return response; }
+
+  // Chat messages -> prompt text (chat template, continue_final_message).
+  Result<std::string> render(const boost::json::array& messages,
+                             const std::optional<boost::json::array>& tools,
+                             bool add_generation_prompt, bool continue_final_message,
+                             const boost::json::object& kwargs) const {
+    jinja::ChatInputs inputs;
+    inputs.messages = messages;
+    inputs.tools = tools;
+    inputs.add_generation_prompt = add_generation_prompt;
+    inputs.template_kwargs = kwargs;
+    INFERA_ASSIGN_OR_RETURN(std::string text, codec_.render_chat(inputs));
+    if (continue_final_message) return cut_after_final_message(std::move(text), messages);
+    return text;
+  }
+
+  Status check_ids(const std::vector<TokenId>& ids) const {
+    for (const TokenId id : ids) {
+      if (id >= codec_.vocab_size()) {
+        return invalid_argument("Token id " + std::to_string(id) + " is out of vocabulary");
+      }
+    }
+    return ok_status();
+  }
+
+  Result<std::vector<Prepared>> prepare(const GenerateRequest& r, std::string* param) const {
+    std::vector<Prepared> out;
+    if (r.kind == ApiKind::kChat) {
+      *param = "messages";
+      INFERA_ASSIGN_OR_RETURN(std::string text,
+                              render(r.messages, r.tools, r.add_generation_prompt,
+                                     r.continue_final_message, r.chat_template_kwargs));
+      Prepared p;
+      p.ids = codec_.encode(text, r.add_special_tokens.value_or(false));
+      out.push_back(std::move(p));
+    } else {
+      *param = "prompt";
+      for (const PromptInput& in : r.prompts) {
+        Prepared p;
+        if (in.text) {
+          p.ids = codec_.encode(*in.text, r.add_special_tokens.value_or(true));
+          if (r.echo) p.echo_text = *in.text;
+        } else {
+          INFERA_RETURN_IF_ERROR(check_ids(in.ids));
+          p.ids = in.ids;
+          if (r.echo) p.echo_text = codec_.decode(p.ids);
+        }
+        out.push_back(std::move(p));
+      }
+    }
+    for (const Prepared& p : out) {
+      if (p.ids.empty()) return invalid_argument("the prompt must not be empty");
+    }
+    param->clear();
+    return out;
+  }
+
+  // Output budget of one prompt: max_tokens, or vLLM's default (16 for completions, the rest of
+  // the context for chat); a prompt that does not fit is the user's error.
+  Result<uint32_t> budget(const GenerateRequest& r, size_t prompt_len, std::string* param) const {
+    const uint64_t max_len = runner_.max_model_len();
+    const char* where = r.kind == ApiKind::kChat ? "messages" : "prompt";
+    if (prompt_len >= max_len) {
+      *param = where;
+      return invalid_argument("This model's maximum context length is " + std::to_string(max_len) +
+                              " tokens. However, your request has " + std::to_string(prompt_len) +
+                              " input tokens. Please reduce the length of the input.");
+    }
+    const uint64_t max_tokens =
+        r.max_tokens ? *r.max_tokens
+                     : (r.kind == ApiKind::kCompletions ? 16 : max_len - prompt_len);
+    if (prompt_len + max_tokens > max_len) {
+      *param = "max_tokens";
+      return invalid_argument("This model's maximum context length is " + std::to_string(max_len) +
+                              " tokens. However, you requested " +
+                              std::to_string(prompt_len + max_tokens) + " tokens (" +
+                              std::to_string(prompt_len) + " in the " + where + ", " +
+                              std::to_string(max_tokens) +
+                              " in the completion). Please reduce the length of the " + where +
+                              " or completion.");
+    }
+    if (r.min_tokens > max_tokens) {
+      *param = "min_tokens";
+      return invalid_argument("min_tokens must be less than or equal to max_tokens");
+    }
+    return static_cast<uint32_t>(max_tokens);
+  }
+
+  std::string next_id(ApiKind kind) {
+    uint64_t state = id_seed_ + ids_.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t a = splitmix64(state);
+    const uint64_t b = splitmix64(state);
+    char hex[33];
+    std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(a),
+                  static_cast<unsigned long long>(b));
+    return (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + std::string(hex);
+  }
+
+  std::string kv_transfer_params() const {
+    std::string out = R"({"do_remote_prefill":true,"do_remote_decode":false,"remote_block_ids":[],)"
+                      R"("remote_engine_id":)";
+    http::append_json_string(out, options_.served_name() + "@" + kv_host_);
+    out += R"(,"remote_host":)";
+    http::append_json_string(out, kv_host_);
+    out += R"(,"remote_port":)";
+    out += std::to_string(kv_port_hint_);
+    out += R"(,"tp_size":1})";
+    return out;
+  }
+
+  net::awaitable<http::Response> generate(ApiKind kind, http::Request& req,
+                                          http::ResponseWriter& out) {
+    std::string param;
+    Result<GenerateRequest> parsed = parse_generate_request(kind, req.body, &param);
+    if (!parsed.ok()) co_return bad_request(parsed.status(), param);
+    const GenerateRequest& r = *parsed;
+    if (!r.model.empty() && r.model != options_.served_name()) co_return model_not_found(r.model);
+
+    if (r.prompts.size() * r.n > kMaxChoices) {
+      co_return bad_request(invalid_argument("at most " + std::to_string(kMaxChoices) +
+                                             " choices (prompts x n) per request"),
+                            "n");
+    }
+    Result<std::vector<Prepared>> prepared = prepare(r, &param);
+    if (!prepared.ok()) co_return bad_request(prepared.status(), param);
+    std::vector<ChoiceSpec> choices;
+    choices.reserve(prepared->size() * r.n);
+    Usage usage;
+    for (Prepared& p : *prepared) {
+      Result<uint32_t> max_tokens = budget(r, p.ids.size(), &param);
+      if (!max_tokens.ok()) co_return bad_request(max_tokens.status(), param);
+      usage.prompt_tokens += p.ids.size();
+      for (uint32_t j = 0; j < r.n; ++j) {
+        ChoiceSpec c;
+        c.prompt = p.ids;
+        c.max_tokens = *max_tokens;
+        c.min_tokens = r.min_tokens;
+        c.ignore_eos = r.ignore_eos;
+        choices.push_back(std::move(c));
+      }
+    }
+    const size_t num_choices = choices.size();
+    std::unique_ptr<RequestStream> stream = runner_.submit(std::move(choices));
+
+    ResponseMeta meta;
+    meta.kind = kind;
+    meta.id = next_id(kind);
+    meta.created = static_cast<int64_t>(std::time(nullptr));
+    meta.model = options_.served_name();
+
+    std::vector<OutputDetokenizer> detok;
+    detok.reserve(num_choices);
+    for (size_t i = 0; i < num_choices; ++i) detok.emplace_back(codec_);
+    // The first choice of each prompt reports the prompt's cached tokens.
+    auto counts_cache = [&](uint32_t choice) { return choice % r.n == 0; };
+    std::vector<ChoiceOutput> outputs;
+
+    if (!r.stream) {
+      std::vector<ChoiceResult> results(num_choices);
+      for (size_t i = 0; i < num_choices; ++i) results[i].text = (*prepared)[i / r.n].echo_text;
+      for (;;) {
+        const Status st = co_await stream->next(outputs);
+        if (st.code() == StatusCode::kCancelled) co_return http::Response{};  // client left
+        if (!st.ok()) co_return http::error_response(st);
+        if (outputs.empty()) break;
+        for (const ChoiceOutput& o : outputs) {
+          ChoiceResult& c = results[o.choice];
+          c.text += detok[o.choice].next(o.token);
+          ++usage.completion_tokens;
+          if (o.index == 0 && counts_cache(o.choice)) usage.cached_tokens += o.cached_tokens;
+          if (o.finish != FinishReason::kNone) {
+            c.text += detok[o.choice].flush();
+            c.finish = o.finish;
+          }
+        }
+      }
+      std::string kv_params;
+      if (r.do_remote_decode) kv_params = kv_transfer_params();
+      co_return http::Response::json(200, completion_response(meta, results, usage, kv_params));
+    }
+
+    const StreamChunks chunks(meta);
+    const Status head = co_await out.write_head(200, http::kSseContentType);
+    if (!head.ok()) co_return http::Response{};
+    std::string buffer;
+    const bool usage_null = r.include_usage;
+    const Usage* continuous = r.continuous_usage_stats ? &usage : nullptr;
+    for (uint32_t i = 0; i < num_choices; ++i) {
+      if (kind == ApiKind::kChat) chunks.append_role(buffer, i, usage_null);
+      const std::string& echo = (*prepared)[i / r.n].echo_text;
+      if (!echo.empty()) {
+        chunks.append_delta(buffer, i, echo, FinishReason::kNone, usage_null, continuous);
+      }
+    }
+    for (;;) {
+      if (!buffer.empty()) {
+        const Status wrote = co_await out.write(buffer);
+        if (!wrote.ok()) co_return http::Response{};  // gone: `stream` aborts the request
+        buffer.clear();
+      }
+      const Status st = co_await stream->next(outputs);
+      if (st.code() == StatusCode::kCancelled) co_return http::Response{};
+      if (!st.ok()) {
+        buffer = http::sse_error_event(st);
+        buffer += http::kSseDone;
+        (void)co_await out.write(buffer);
+        co_return http::Response{};
+      }
+      if (outputs.empty()) break;
+      for (const ChoiceOutput& o : outputs) {
+        std::string text = detok[o.choice].next(o.token);
+        ++usage.completion_tokens;
+        if (o.index == 0 && counts_cache(o.choice)) usage.cached_tokens += o.cached_tokens;
+        if (o.finish != FinishReason::kNone) text += detok[o.choice].flush();
+        // A token whose text is held back (part of a UTF-8 character) or empty (a special
+        // token) sends nothing, unless it ends the choice (vLLM does the same).
+        if (text.empty() && o.finish == FinishReason::kNone) continue;
+        chunks.append_delta(buffer, o.choice, text, o.finish, usage_null, continuous);
+      }
+    }
+    if (r.include_usage) chunks.append_usage(buffer, usage);
+    buffer += http::kSseDone;
+    (void)co_await out.write(buffer);
+    co_return http::Response{};
+  }
+
+  http::Response tokenize(const http::Request& req) const {
+    std::string param;
+    Result<TokenizeRequest> parsed = parse_tokenize_request(req.body, &param);
+    if (!parsed.ok()) return bad_request(parsed.status(), param);
+    const TokenizeRequest& r = *parsed;
+    if (!r.model.empty() && r.model != options_.served_name()) return model_not_found(r.model);
+    std::vector<TokenId> ids;
+    if (r.prompt) {
+      ids = codec_.encode(*r.prompt, r.add_special_tokens.value_or(true));
+    } else {
+      Result<std::string> text = render(r.messages, r.tools, r.add_generation_prompt,
+                                        r.continue_final_message, r.chat_template_kwargs);
+      if (!text.ok()) return bad_request(text.status(), "messages");
+      ids = codec_.encode(*text, r.add_special_tokens.value_or(false));
+    }
+    std::vector<std::string> strs;
+    if (r.return_token_strs) {
+      strs.reserve(ids.size());
+      for (const TokenId id : ids) strs.push_back(codec_.token_string(id).value_or(""));
+    }
+    return http::Response::json(
+        200, tokenize_response(ids, runner_.max_model_len(), r.return_token_strs ? &strs : nullptr));
+  }
+
+  http::Response detokenize(const http::Request& req) const {
+    std::string param;
+    Result<std::vector<TokenId>> ids = parse_detokenize_request(req.body, &param);
+    if (!ids.ok()) return bad_request(ids.status(), param);
+    if (Status s = check_ids(*ids); !s.ok()) return bad_request(s, "tokens");
+    std::string body = R"({"prompt":)";
+    http::append_json_string(body, codec_.decode(*ids));
+    body += '}';
+    return http::Response::json(200, std::move(body));
+  }
+
+  net::awaitable<http::Response> reset_prefix_cache(http::Request& req) {
+    const bool reset_running = query_flag(req.query(), "reset_running_requests");
+    const bool done = co_await runner_.reset_prefix_cache(reset_running);
+    if (!done) {
+      co_return http::error_response(failed_precondition(
+          "the prefix cache cannot be reset while requests hold blocks (pass "
+          "?reset_running_requests=true to preempt them)"));
+    }
+    co_return http::Response::text(200, "");
+  }
+
+  const MockOptions& options_;
+  const TextCodec& codec_;
+  EngineRunner& runner_;
+  metrics::Registry& registry_;
+  const int64_t created_;
+  const uint64_t id_seed_;
+  std::atomic<uint64_t> ids_{0};
+  const std::string kv_host_;
+  const uint16_t kv_port_hint_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// MockEngine
+
+struct MockEngine::Parts {
+  // Declaration order is destruction order in reverse: the registry outlives the loop (its
+  // histograms are referenced by the runner's state, which the loop's pending work holds).
+  metrics::Registry registry;
+  std::unique_ptr<TextCodec> codec;
+  std::unique_ptr<events::KvEventPublisher> publisher;
+  std::unique_ptr<http::EventLoop> loop;
+  std::unique_ptr<EngineRunner> runner;
+  std::unique_ptr<Api> api;
+  std::unique_ptr<http::Server> server;
+  std::unique_ptr<discovery::EtcdRegistration> registration;
+};
+
+MockEngine::MockEngine(MockOptions options)
+    : options_(std::move(options)), parts_(std::make_unique<Parts>()) {}
+
+MockEngine::~MockEngine() { shutdown(std::chrono::milliseconds(0)); }
+
+Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
+  std::unique_ptr<MockEngine> engine(new MockEngine(std::move(options)));
+  const MockOptions& o = engine->options_;
+  Parts& p = *engine->parts_;
+
+  if (o.tokenizer.empty()) {
+    p.codec = make_synthetic_codec(o.engine.vocab_size, o.engine.eos_token_id);
+  } else {
+    auto codec = load_tokenizer_codec(o.tokenizer);
+    if (!codec.ok()) {
+      return Status(codec.status().code(), "--tokenizer " + o.tokenizer + ": " +
+                                               codec.status().message());
+    }
+    p.codec = std::move(*codec);
+  }
+  EngineConfig config = o.engine;
+  config.vocab_size = p.codec->vocab_size();
+  config.eos_token_id = p.codec->eos_token_id();
+  config.enable_kv_events = o.kv_events.has_value();
+  INFERA_RETURN_IF_ERROR(validate(config));
+
+  discovery::WorkerInfo& w = engine->worker_;
+  if (o.kv_events) {
+    events::KvEventPublisher::Options po;
+    po.endpoint = o.kv_events->endpoint;
+    po.replay_endpoint = o.kv_events->replay_endpoint;
+    po.topic = o.kv_events->topic;
+    po.buffer_steps = o.kv_events->buffer_steps;
+    po.hwm = static_cast<int>(std::min<uint32_t>(o.kv_events->hwm, 1u << 30));
+    po.max_queue_size = o.kv_events->max_queue_size;
+    po.format = o.kv_events_format;
+    auto publisher = events::KvEventPublisher::start(po);
+    if (!publisher.ok()) {
+      return Status(publisher.status().code(),
+                    "KV events: " + publisher.status().message());
+    }
+    p.publisher = std::move(*publisher);
+    // An engine that connects its PUB socket to a router's SUB has no endpoint to register.
+    if (events::publisher_binds(o.kv_events->endpoint)) {
+      w.kv_endpoint = advertised_endpoint(p.publisher->endpoint(), o.advertise_host);
+    }
+    if (!p.publisher->replay_endpoint().empty()) {
+      w.replay_endpoint = advertised_endpoint(p.publisher->replay_endpoint(), o.advertise_host);
+    }
+    w.topic = o.kv_events->topic;
+  }
+
+  p.loop = std::make_unique<http::EventLoop>(static_cast<int>(o.io_threads));
+  const metrics::Labels labels = {{"model_name", o.served_name()}, {"engine", "0"}};
+  p.runner = std::make_unique<EngineRunner>(p.loop->context(), config, p.publisher.get(),
+                                            p.registry, labels);
+  EngineRunner* runner = p.runner.get();
+  add_vllm_collector(p.registry, [runner] { return runner->snapshot(); }, config, labels);
+
+  uint16_t kv_port = 0;
+  if (const size_t colon = w.kv_endpoint.rfind(':'); colon != std::string::npos) {
+    kv_port = static_cast<uint16_t>(std::atoi(w.kv_endpoint.c_str() + colon + 1));
+  }
+  p.api = std::make_unique<Api>(engine->options_, *p.codec, *p.runner, p.registry,
+                                o.advertise_host, kv_port);
+  http::ServerOptions so;
+  so.host = o.host;
+  so.port = static_cast<uint16_t>(o.port);
+  so.max_body_bytes = size_t{32} << 20;  // long token-id prompts
+  auto server = http::Server::start(*p.loop, so, p.api->routes());
+  if (!server.ok()) return server.status();
+  p.server = std::move(*server);
+
+  w.url = "http://" + url_host(o.advertise_host) + ":" + std::to_string(p.server->port());
+  w.id = url_host(o.advertise_host) + ":" + std::to_string(p.server->port());
+  w.role = o.role;
+  w.block_size = config.block_size;
+  w.model = o.served_name();
+  w.engine = "mock";
+
+  if (o.discovery_backend == "etcd") {
+    auto endpoint = http::parse_endpoint(o.etcd_endpoint);
+    if (!endpoint.ok()) return endpoint.status();
+    discovery::EtcdRegistrationOptions ro;
+    ro.prefix = o.etcd_prefix;
+    ro.ttl = std::chrono::seconds(o.etcd_lease_ttl_s);
+    p.registration =
+        std::make_unique<discovery::EtcdRegistration>(*p.loop, *endpoint, w, std::move(ro));
+    INFERA_RETURN_IF_ERROR(p.registration->start(std::chrono::milliseconds(10'000)));
+  }
+  INFERA_LOG(kInfo, "engine")
+      .msg("mock engine ready")
+      .kv("url", w.url)
+      .kv("model", w.model)
+      .kv("codec", p.codec->describe())
+      .kv("block_size", config.block_size)
+      .kv("num_gpu_blocks", config.num_gpu_blocks)
+      .kv("speedup_ratio", config.speedup_ratio)
+      .kv("kv_events", w.kv_endpoint)
+      .kv("replay", w.replay_endpoint);
+  return engine;
+}
+
+uint16_t MockEngine::port() const { return parts_->server ? parts_->server->port() : 0; }
+
+RunnerSnapshot MockEngine::snapshot() const { return parts_->runner->snapshot(); }
+
+http::ServerStats MockEngine::http_stats() const { return parts_->server->stats(); }
+
+void MockEngine::shutdown(std::chrono::milliseconds drain) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  Parts& p = *parts_;
+  if (p.registration) p.registration->stop();  // routers stop sending here first
+  if (p.server) p.server->shutdown(drain);
+  if (p.runner) p.runner->stop();
+  if (p.publisher) {
+    (void)p.publisher->flush(std::chrono::milliseconds(500));
+    p.publisher->stop();
+  }
+  if (p.loop) p.loop->stop();
+}
+
+}  // namespace infera::engine

@@ -1,0 +1,141 @@
+// The simulated engine's OpenAI surface as vLLM serves it: request bodies of /v1/completions,
+// /v1/chat/completions and /tokenize parsed without throwing into typed structs (a wrong type,
+// an empty prompt, max_tokens <= 0 or an unknown field is an InvalidArgument naming the field,
+// answered 400 by http::error_response), and the JSON the engine answers with: whole responses,
+// SSE chunks, the usage chunk, /v1/models. Byte-level shapes follow vLLM's protocol.py and
+// OpenAI's API reference. Pure functions; any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+
+#include "infera/common/status.h"
+#include "infera/engine/block_hasher.h"
+#include "infera/engine/engine_core.h"
+
+namespace infera::engine {
+
+enum class ApiKind : uint8_t { kCompletions, kChat };
+
+// One completions prompt: text, or token ids.
+struct PromptInput {
+  std::optional<std::string> text;
+  std::vector<TokenId> ids;
+};
+
+struct GenerateRequest {
+  ApiKind kind = ApiKind::kCompletions;
+  std::string model;  // "" when absent
+
+  // Completions: one or more prompts (each becomes `n` choices).
+  std::vector<PromptInput> prompts;
+  // Chat: what the chat template needs.
+  boost::json::array messages;
+  std::optional<boost::json::array> tools;
+  bool add_generation_prompt = true;  // vLLM's default
+  bool continue_final_message = false;
+  boost::json::object chat_template_kwargs;
+  // Unset: true for completions, false for chat (as vLLM).
+  std::optional<bool> add_special_tokens;
+
+  std::optional<uint32_t> max_tokens;  // max_tokens or max_completion_tokens; >= 1
+  uint32_t min_tokens = 0;
+  bool ignore_eos = false;
+  uint32_t n = 1;  // choices per prompt
+
+  bool stream = false;
+  bool include_usage = false;             // stream_options.include_usage
+  bool continuous_usage_stats = false;    // stream_options.continuous_usage_stats (vLLM)
+  bool echo = false;                      // completions: prefix each text with its prompt
+  // vLLM disaggregation (NIXL): a prefill request asks {"do_remote_decode": true}.
+  bool do_remote_decode = false;
+};
+
+// Parses a request body. Errors are InvalidArgument; `param` (optional) receives the offending
+// field for the OpenAI error's "param".
+Result<GenerateRequest> parse_generate_request(ApiKind kind, std::string_view body,
+                                               std::string* param = nullptr);
+
+// POST /tokenize (vLLM): {"prompt": "..."} or {"messages": [...], ...}.
+struct TokenizeRequest {
+  std::string model;
+  std::optional<std::string> prompt;
+  boost::json::array messages;  // when prompt is unset
+  std::optional<boost::json::array> tools;
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+  boost::json::object chat_template_kwargs;
+  std::optional<bool> add_special_tokens;  // unset: true for a prompt, false for messages
+  bool return_token_strs = false;
+};
+Result<TokenizeRequest> parse_tokenize_request(std::string_view body, std::string* param = nullptr);
+
+// POST /detokenize (vLLM): {"tokens": [...]}.
+Result<std::vector<TokenId>> parse_detokenize_request(std::string_view body,
+                                                      std::string* param = nullptr);
+
+// transformers' continue_final_message: the rendered prompt ends right after the final
+// message's content (no end-of-turn tokens), so the model continues that message.
+Result<std::string> cut_after_final_message(std::string rendered,
+                                            const boost::json::array& messages);
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+
+struct ResponseMeta {
+  ApiKind kind = ApiKind::kCompletions;
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // unix seconds
+  std::string model;
+};
+
+struct Usage {
+  uint64_t prompt_tokens = 0;
+  uint64_t completion_tokens = 0;
+  uint64_t cached_tokens = 0;  // prompt_tokens_details.cached_tokens
+};
+
+struct ChoiceResult {
+  std::string text;
+  FinishReason finish = FinishReason::kNone;
+};
+
+// A whole (non-streamed) response. kv_transfer_params: a JSON object or "" (null).
+std::string completion_response(const ResponseMeta& meta, const std::vector<ChoiceResult>& choices,
+                                const Usage& usage, std::string_view kv_transfer_params = {});
+
+// The SSE events of one streamed response. The part every event of the response starts with
+// (`data: {"id":...,"object":...,"created":...,"model":...,"choices":[`) is built once.
+class StreamChunks {
+ public:
+  explicit StreamChunks(const ResponseMeta& meta);
+
+  // One event for choice `index`: a text delta (completions) or a content delta (chat), with
+  // finish_reason when `finish` is set. `usage` adds vLLM's continuous usage stats; `usage_null`
+  // writes "usage":null (OpenAI's shape when include_usage is on).
+  void append_delta(std::string& out, uint32_t index, std::string_view text, FinishReason finish,
+                    bool usage_null, const Usage* usage = nullptr) const;
+  // The chat stream's first event of a choice: {"delta":{"role":"assistant","content":""}}.
+  void append_role(std::string& out, uint32_t index, bool usage_null) const;
+  // The final usage event ("choices": []).
+  void append_usage(std::string& out, const Usage& usage) const;
+
+ private:
+  bool chat_;
+  std::string head_;  // `data: {` ... `,"choices":[`
+};
+
+// GET /v1/models.
+std::string models_response(std::string_view served_name, std::string_view root,
+                            uint32_t max_model_len, int64_t created);
+// POST /tokenize answer; token_strs null unless given.
+std::string tokenize_response(const std::vector<TokenId>& ids, uint32_t max_model_len,
+                              const std::vector<std::string>* token_strs);
+
+}  // namespace infera::engine
