@@ -1,0 +1,268 @@
+// The gateway's non-inference endpoints: /v1/models, /health, /tokenize (public), and
+// /metrics, /v1/admin/cache-view/<id>, /v1/admin/workers, /v1/admin/route-explain (admin,
+// behind --admin-token when set).
+#include <algorithm>
+#include <cstring>
+
+#include <boost/json.hpp>
+
+#include "infera/gateway/context.h"
+#include "infera/http/error.h"
+#include "infera/http/net.h"
+
+namespace infera::gateway {
+namespace json = boost::json;
+namespace {
+
+http::Response json_response(int status, const json::value& v) {
+  return http::Response::json(status, json::serialize(v));
+}
+
+// Constant-time comparison: the token check does not leak how much of a guess was right.
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::optional<http::Response> check_admin(const GatewayContext& g, const http::Request& r) {
+  if (g.config.admin_token.empty()) return std::nullopt;
+  const std::string_view auth = r.header("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.size() > kBearer.size() && auth.substr(0, kBearer.size()) == kBearer &&
+      same_secret(auth.substr(kBearer.size()), g.config.admin_token)) {
+    return std::nullopt;
+  }
+  http::Response denied = http::Response::json(
+      401, R"({"error":{"message":"a valid admin bearer token is required","type":"authentication_error","param":null,"code":"invalid_api_key"}})");
+  denied.headers.push_back({"WWW-Authenticate", "Bearer"});
+  return denied;
+}
+
+// Worker ids are host:port; anything else is refused before it reaches a lookup or a log.
+bool valid_worker_id(std::string_view id) {
+  if (id.empty() || id.size() > 270) return false;
+  for (const char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '-' || c == ':' || c == '_' || c == '[' || c == ']';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+json::object worker_json(const GatewayContext& g, const FleetMember& m) {
+  json::object o;
+  o["worker_id"] = m.info.id;
+  o["url"] = m.info.url;
+  o["role"] = discovery::role_name(m.info.role);
+  json::array models;
+  uint32_t block_size = 0;
+  std::string refused;
+  {
+    std::lock_guard lock(m.rt->mu);
+    for (const std::string& model : m.rt->models) models.push_back(json::string(model));
+    block_size = m.rt->block_size;
+    refused = m.rt->refused_reason;
+  }
+  o["models"] = std::move(models);
+  o["block_size"] = block_size ? json::value(block_size) : json::value(nullptr);
+  o["cached_blocks"] = g.index.block_count(m.slot);
+  o["active_blocks"] = g.load.active_blocks(m.slot);
+  o["active_requests"] = g.load.active_requests(m.slot);
+  o["inflight_requests"] = m.rt->inflight.load();
+  o["requests"] = m.rt->requests.load();
+  o["failures"] = m.rt->failures.load();
+  o["state"] = g.fleet->health(m);
+  if (!refused.empty()) o["refused_reason"] = refused;
+  json::object ev;
+  if (m.rt->subscriber) {
+    const events::StreamStats s = m.rt->subscriber->stats();
+    ev["state"] = events::subscriber_state_name(s.state);
+    ev["endpoint"] = m.info.kv_endpoint;
+    ev["batches"] = s.batches;
+    ev["events_applied"] = s.applied.events_applied;
+    ev["blocks_stored"] = s.applied.blocks_stored;
+    ev["blocks_removed"] = s.applied.blocks_removed;
+    ev["rejected"] = s.applied.rejected_total();
+    ev["decode_errors"] = s.decode_errors_total();
+    ev["gaps"] = s.gaps;
+    ev["replays"] = s.replays;
+    ev["replay_failures"] = s.replay_failures;
+    ev["restarts"] = s.restarts;
+    ev["stale_transitions"] = s.stale_transitions;
+  } else {
+    ev["state"] = "none";
+  }
+  o["kv_events"] = std::move(ev);
+  return o;
+}
+
+net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& request) {
+  // The same body as a completions or chat request; nothing is routed or registered.
+  const bool chat = request.body.find("\"messages\"") != std::string::npos;
+  const ApiKind kind = chat ? ApiKind::kChatCompletions : ApiKind::kCompletions;
+  std::string param;
+  auto parsed = parse_openai_request(kind, request.body, g.limits, &param);
+  if (!parsed.ok()) {
+    co_return http::error_response(parsed.status(),
+                                   {.origin = http::ErrorOrigin::kRequestBody, .param = param});
+  }
+  Nanos tokenize_time{0};
+  auto ids = prompt_tokens(g, *parsed, tokenize_time);
+  if (!ids.ok()) {
+    co_return http::error_response(ids.status(), {.origin = http::ErrorOrigin::kRequestBody});
+  }
+  std::vector<uint64_t> hashes;
+  kv::compute_seq_hashes(*ids, g.config.block_size, kv::kHashSeed, hashes);
+  const auto view = g.fleet->view();
+  json::array stages;
+  const bool disaggregated = std::any_of(view->members.begin(), view->members.end(),
+                                         [](const FleetMember& m) {
+                                           return m.info.role == discovery::Role::kPrefill;
+                                         });
+  std::vector<routing::Stage> wanted;
+  if (disaggregated) {
+    wanted = {routing::Stage::kPrefill, routing::Stage::kDecode};
+  } else {
+    wanted = {routing::Stage::kAggregated};
+  }
+  for (const routing::Stage stage : wanted) {
+    std::vector<kv::WorkerId> candidates;
+    g.fleet->candidates(*view, parsed->model, stage, {}, candidates);
+    json::object s;
+    s["stage"] = routing::stage_name(stage);
+    auto d = g.router->score(hashes, static_cast<uint32_t>(ids->size()), candidates, stage);
+    if (!d.ok()) {
+      s["error"] = d.status().message();
+      stages.push_back(std::move(s));
+      continue;
+    }
+    s["policy"] = d->policy;
+    s["overlap_weight"] = d->overlap_weight;
+    s["request_blocks"] = d->request_blocks;
+    const FleetMember* winner = view->by_slot(d->worker());
+    s["winner"] = winner ? json::value(winner->info.id) : json::value(nullptr);
+    json::array rows;
+    for (const routing::Candidate& c : d->table) {
+      const FleetMember* m = view->by_slot(c.worker);
+      json::object row;
+      row["worker_id"] = m ? m->info.id : std::string("?");
+      row["cache_hits"] = c.cache_hits;
+      row["request_blocks"] = d->request_blocks;
+      row["active_blocks"] = c.active_blocks;
+      row["active_requests"] = c.active_requests;
+      row["cost"] = c.cost;
+      rows.push_back(std::move(row));
+    }
+    s["workers"] = std::move(rows);
+    stages.push_back(std::move(s));
+  }
+  json::object root;
+  root["prompt_tokens"] = ids->size();
+  root["block_size"] = g.config.block_size;
+  root["stages"] = std::move(stages);
+  co_return json_response(200, root);
+}
+
+}  // namespace
+
+void add_public_routes(GatewayContext& g, http::Routes& routes) {
+  routes.add(http::Method::kPost, "/v1/chat/completions",
+             [&g](http::Request& r, http::ResponseWriter& w) {
+               return handle_inference(g, ApiKind::kChatCompletions, r, w);
+             });
+  routes.add(http::Method::kPost, "/v1/completions",
+             [&g](http::Request& r, http::ResponseWriter& w) {
+               return handle_inference(g, ApiKind::kCompletions, r, w);
+             });
+  routes.add(http::Method::kGet, "/v1/models",
+             [&g](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
+               json::array data;
+               for (const std::string& m : g.fleet->models()) {
+                 data.push_back(json::object{{"id", m}, {"object", "model"}, {"created", 0},
+                                             {"owned_by", "infera"}});
+               }
+               co_return json_response(200, json::object{{"object", "list"}, {"data", data}});
+             });
+  routes.add(http::Method::kGet, "/health",
+             [&g](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
+               const auto view = g.fleet->view();
+               std::vector<kv::WorkerId> routable;
+               g.fleet->candidates(*view, "", routing::Stage::kAggregated, {}, routable);
+               size_t prefill = 0;
+               for (const FleetMember& m : view->members) {
+                 prefill += m.info.role == discovery::Role::kPrefill ? 1 : 0;
+               }
+               const bool ok = !routable.empty() || prefill > 0;
+               co_return json_response(ok ? 200 : 503,
+                                       json::object{{"status", ok ? "ok" : "no workers"},
+                                                    {"workers", view->members.size()}});
+             });
+  routes.add(http::Method::kPost, "/tokenize",
+             [&g](http::Request& r, http::ResponseWriter&) -> net::awaitable<http::Response> {
+               if (!g.prompts) {
+                 co_return http::error_response(
+                     failed_precondition("this server has no tokenizer (--router-tokenizer-path)"));
+               }
+               const bool chat = r.body.find("\"messages\"") != std::string::npos;
+               std::string param;
+               auto parsed = parse_openai_request(
+                   chat ? ApiKind::kChatCompletions : ApiKind::kCompletions, r.body, g.limits, &param);
+               if (!parsed.ok()) {
+                 co_return http::error_response(
+                     parsed.status(), {.origin = http::ErrorOrigin::kRequestBody, .param = param});
+               }
+               Nanos t{0};
+               auto ids = prompt_tokens(g, *parsed, t);
+               if (!ids.ok()) co_return http::error_response(ids.status());
+               json::array tokens;
+               for (uint32_t id : *ids) tokens.push_back(id);
+               co_return json_response(200, json::object{{"count", ids->size()}, {"tokens", tokens}});
+             });
+}
+
+void add_admin_routes(GatewayContext& g, http::Routes& routes) {
+  routes.add(http::Method::kGet, "/metrics",
+             [&g](http::Request& r, http::ResponseWriter&) -> net::awaitable<http::Response> {
+               if (auto denied = check_admin(g, r)) co_return std::move(*denied);
+               http::Response resp;
+               resp.headers.push_back({"Content-Type", "text/plain; version=0.0.4; charset=utf-8"});
+               resp.body = g.registry.render();
+               co_return resp;
+             });
+  routes.add_prefix(
+      http::Method::kGet, "/v1/admin/cache-view/",
+      [&g](http::Request& r, http::ResponseWriter&) -> net::awaitable<http::Response> {
+        if (auto denied = check_admin(g, r)) co_return std::move(*denied);
+        const std::string_view id = r.path().substr(std::strlen("/v1/admin/cache-view/"));
+        if (!valid_worker_id(id)) {
+          co_return http::error_response(invalid_argument("a worker id is host:port"),
+                                         {.param = "worker_id"});
+        }
+        const auto view = g.fleet->view();
+        const FleetMember* m = view->find(id);
+        if (m == nullptr) {
+          co_return http::error_response(not_found("no worker '" + std::string(id) + "'"),
+                                         {.param = "worker_id"});
+        }
+        // Exactly the documented shape: {"worker_id":"0.0.0.0:30000","block_count":47}
+        co_return json_response(200, json::object{{"worker_id", m->info.id},
+                                                  {"block_count", g.index.block_count(m->slot)}});
+      });
+  routes.add(http::Method::kGet, "/v1/admin/workers",
+             [&g](http::Request& r, http::ResponseWriter&) -> net::awaitable<http::Response> {
+               if (auto denied = check_admin(g, r)) co_return std::move(*denied);
+               const auto view = g.fleet->view();
+               json::array workers;
+               for (const FleetMember& m : view->members) workers.push_back(worker_json(g, m));
+               co_return json_response(200, json::object{{"workers", workers}});
+             });
+  routes.add(http::Method::kPost, "/v1/admin/route-explain",
+             [&g](http::Request& r, http::ResponseWriter&) -> net::awaitable<http::Response> {
+               if (auto denied = check_admin(g, r)) co_return std::move(*denied);
+               co_return co_await route_explain(g, r);
+             });
+}
+
+}  // namespace infera::gateway

@@ -1,0 +1,75 @@
+// The gateway's shared state, as its handlers see it (internal to the gateway module). Built
+// once by Gateway::create in dependency order; read-only afterwards except for the
+// thread-safe objects it holds. Any handler thread.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "infera/common/clock.h"
+#include "infera/common/metrics.h"
+#include "infera/common/random.h"
+#include "infera/config/server_config.h"
+#include "infera/discovery/source.h"
+#include "infera/gateway/fleet.h"
+#include "infera/gateway/openai_request.h"
+#include "infera/http/client.h"
+#include "infera/http/event_loop.h"
+#include "infera/http/server.h"
+#include "infera/kv/active_load.h"
+#include "infera/kv/index.h"
+#include "infera/routing/router.h"
+#include "infera/tokenizer/prompt_encoder.h"
+
+namespace infera::gateway {
+
+// Handles of the gateway's own metrics (per-worker series are produced at scrape time).
+struct GatewayMetrics {
+  explicit GatewayMetrics(metrics::Registry& r);
+  metrics::Registry& registry;
+  metrics::Histogram& ttft;
+  metrics::Histogram& duration;
+  metrics::Histogram& tokenize;
+  metrics::Histogram& hash;
+  metrics::Histogram& score;
+  metrics::Histogram& predicted_hit_ratio;
+  metrics::Counter& retries;
+  metrics::Counter& prompt_tokens;
+  metrics::Counter& predicted_hit_tokens;
+  // requests by route, status and worker ("" when no worker was involved).
+  void count_request(std::string_view route, int status, std::string_view worker);
+};
+
+struct GatewayContext {
+  explicit GatewayContext(const config::ServerConfig& c);
+
+  config::ServerConfig config;
+  RequestLimits limits;
+  SteadyClock clock;
+  metrics::Registry registry;
+  GatewayMetrics metrics{registry};
+  std::unique_ptr<tokenizer::PromptEncoder> prompts;  // null: no tokenizer (ids only)
+  kv::KvIndex index;
+  kv::ActiveLoad load;
+  std::unique_ptr<routing::Router> router;
+  std::unique_ptr<http::EventLoop> loop;
+  std::unique_ptr<http::Client> upstream;
+  std::unique_ptr<Fleet> fleet;
+  std::unique_ptr<discovery::WorkerSource> source;
+};
+
+// Route handlers (inference.cc, admin.cc).
+net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
+                                                http::Request& request, http::ResponseWriter& out);
+void add_admin_routes(GatewayContext& g, http::Routes& routes);
+void add_public_routes(GatewayContext& g, http::Routes& routes);
+// Registers the scrape-time collectors (per-worker gauges and event counters).
+void add_metric_collectors(GatewayContext& g);
+
+// Tokenizes a parsed request's prompt (ids as given, text or chat through the encoder); the
+// time spent is added to `tokenize_time`.
+Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, const OpenAiRequest& r,
+                                            Nanos& tokenize_time);
+
+}  // namespace infera::gateway

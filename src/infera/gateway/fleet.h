@@ -1,0 +1,127 @@
+// Fleet: the gateway's live view of its workers. It turns worker-source snapshots into routable
+// members: each worker gets a dense kv::WorkerId slot, a KV-event subscriber (when it has an
+// event endpoint), a place in the KV index and the active-load table, and health state (a
+// worker that fails is excluded with exponential backoff and readmitted after it). A worker
+// whose block size differs from the router's is refused: visible in the admin API, never
+// routed. Its served models and block size are learned from its record, or asked from the
+// worker (/v1/models, /metrics) when the record does not say.
+//
+// Threading: update() from the worker source's listener (serialised); view() from any thread
+// (an immutable snapshot swapped atomically); the health calls from request threads (atomics).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "infera/common/clock.h"
+#include "infera/discovery/worker.h"
+#include "infera/events/subscriber.h"
+#include "infera/http/client.h"
+#include "infera/http/event_loop.h"
+#include "infera/kv/active_load.h"
+#include "infera/kv/index.h"
+#include "infera/routing/router.h"
+
+namespace infera::gateway {
+
+// Mutable per-worker state shared by every snapshot that holds the worker.
+struct WorkerRuntime {
+  std::atomic<uint32_t> inflight{0};
+  std::atomic<uint32_t> consecutive_failures{0};
+  std::atomic<int64_t> excluded_until_ns{0};
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> failures{0};
+  std::atomic<bool> refused{false};
+  std::unique_ptr<events::KvEventSubscriber> subscriber;  // null: no events (load-only)
+
+  mutable std::mutex mu;             // guards the fields below
+  std::string refused_reason;        // why it is not routed
+  std::vector<std::string> models;   // served models (record, or the worker's /v1/models)
+  uint32_t block_size = 0;           // reported block size; 0: unknown
+};
+
+struct FleetMember {
+  discovery::WorkerInfo info;
+  kv::WorkerId slot = 0;
+  http::Endpoint endpoint;
+  std::shared_ptr<WorkerRuntime> rt;
+
+  bool serves(std::string_view model) const;  // "" or unknown models: yes
+};
+
+struct FleetView {
+  std::vector<FleetMember> members;  // sorted by id
+  const FleetMember* find(std::string_view id) const;
+  const FleetMember* by_slot(kv::WorkerId slot) const;
+};
+
+class Fleet {
+ public:
+  struct Options {
+    uint32_t block_size = 16;
+    uint32_t max_workers = 1024;
+    uint32_t max_inflight_per_worker = 0;  // 0: unlimited
+    std::chrono::milliseconds backoff_min{500};
+    std::chrono::milliseconds backoff_max{30'000};
+  };
+
+  Fleet(Options options, kv::KvIndex& index, kv::ActiveLoad& load, http::EventLoop& loop,
+        http::Client& client, const Clock& clock);
+  ~Fleet();  // stops every subscriber
+  Fleet(const Fleet&) = delete;
+  Fleet& operator=(const Fleet&) = delete;
+
+  // Applies a new fleet: new workers join, departed ones leave (their subscriber stops and
+  // their mirror and active load are dropped), changed records are treated as leave + join.
+  void update(discovery::WorkerSetPtr workers);
+  std::shared_ptr<const FleetView> view() const;
+
+  // The routable slots for `model` and `stage` among `view`, excluding `skip` (workers already
+  // tried by this request). When every healthy worker is in backoff, those are offered too
+  // (trying one beats answering 503). `at_capacity` tells whether workers were skipped only
+  // because of the in-flight cap (the caller then sheds with 429).
+  void candidates(const FleetView& view, std::string_view model, routing::Stage stage,
+                  const std::vector<kv::WorkerId>& skip, std::vector<kv::WorkerId>& out,
+                  bool* at_capacity = nullptr) const;
+
+  void record_success(const FleetMember& member) const;
+  void record_failure(const FleetMember& member) const;
+
+  // Periodic upkeep (every second from the gateway): expire stale active load, refuse workers
+  // whose events carry another block size, ask workers with unknown models again.
+  void maintain();
+
+  // "healthy", "backoff", "refused" (a state for the admin API).
+  std::string health(const FleetMember& member) const;
+
+  // Every model any member serves (for /v1/models).
+  std::vector<std::string> models() const;
+
+ private:
+  FleetMember join(const discovery::WorkerInfo& info, std::shared_ptr<WorkerRuntime> rt);
+  void leave(const FleetMember& member);
+  void refuse(const FleetMember& member, std::string reason) const;
+  void probe(FleetMember member);  // asks the worker for models and block size, async
+
+  Options options_;
+  kv::KvIndex& index_;
+  kv::ActiveLoad& load_;
+  http::EventLoop& loop_;
+  http::Client& client_;
+  const Clock& clock_;
+  std::shared_ptr<events::ZmqContext> zmq_;
+
+  std::mutex update_mu_;  // serialises update(); guards free_slots_ and next_slot_
+  std::vector<kv::WorkerId> free_slots_;
+  kv::WorkerId next_slot_ = 0;
+  uint64_t maintain_ticks_ = 0;
+  std::atomic<std::shared_ptr<const FleetView>> view_;
+};
+
+}  // namespace infera::gateway

@@ -1,0 +1,275 @@
+#include "infera/gateway/gateway.h"
+
+#include <signal.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "infera/common/log.h"
+#include "infera/discovery/etcd.h"
+#include "infera/gateway/context.h"
+#include "infera/http/net.h"
+
+namespace infera::gateway {
+
+GatewayMetrics::GatewayMetrics(metrics::Registry& r)
+    : registry(r),
+      ttft(r.histogram("infera_ttft_seconds",
+                       "Time from request arrival to the first response byte relayed (router-observed TTFT).",
+                       metrics::latency_buckets_seconds())),
+      duration(r.histogram("infera_request_duration_seconds",
+                           "End-to-end request latency as the router sees it.",
+                           metrics::latency_buckets_seconds())),
+      tokenize(r.histogram("infera_routing_tokenize_seconds",
+                           "Routing decision: chat rendering and tokenization.",
+                           metrics::fast_latency_buckets_seconds())),
+      hash(r.histogram("infera_routing_hash_seconds", "Routing decision: block hashing.",
+                       metrics::fast_latency_buckets_seconds())),
+      score(r.histogram("infera_routing_score_seconds",
+                        "Routing decision: overlaps, load, cost and pick.",
+                        metrics::fast_latency_buckets_seconds())),
+      predicted_hit_ratio(r.histogram("infera_routing_predicted_hit_ratio",
+                                      "Cached prompt blocks on the chosen worker / prompt blocks.",
+                                      metrics::ratio_buckets())),
+      retries(r.counter("infera_upstream_retries_total",
+                        "Requests sent to another worker after one failed before the first byte.")),
+      prompt_tokens(r.counter("infera_prompt_tokens_total", "Prompt tokens routed.")),
+      predicted_hit_tokens(r.counter("infera_predicted_cached_tokens_total",
+                                     "Prompt tokens the router expected the chosen worker to have cached.")) {}
+
+void GatewayMetrics::count_request(std::string_view route, int status, std::string_view worker) {
+  registry
+      .counter("infera_requests_total", "Requests by route, HTTP status and worker.",
+               {{"route", std::string(route)},
+                {"status", std::to_string(status)},
+                {"worker", std::string(worker)}})
+      .inc();
+}
+
+GatewayContext::GatewayContext(const config::ServerConfig& c)
+    : config(c),
+      index(kv::KvIndex::Options{c.block_size, 1024}),
+      load(kv::ActiveLoad::Options{from_seconds(c.active_block_ttl_s), 1024}, clock) {
+  limits.max_json_depth = c.max_json_depth;
+  limits.max_messages = c.max_messages;
+  limits.max_prompt_tokens = c.max_prompt_tokens;
+}
+
+void add_metric_collectors(GatewayContext& g) {
+  g.registry.add_collector([&g](metrics::Registry& out) {
+    const auto view = g.fleet->view();
+    for (const FleetMember& m : view->members) {
+      const metrics::Labels w{{"worker", m.info.id}};
+      out.gauge("infera_worker_cached_blocks", "GPU blocks the router's mirror holds for the worker.", w)
+          .set(static_cast<double>(g.index.block_count(m.slot)));
+      out.gauge("infera_worker_active_blocks", "Distinct blocks of the worker's in-flight requests.", w)
+          .set(g.load.active_blocks(m.slot));
+      out.gauge("infera_worker_inflight_requests", "Requests in flight on the worker.", w)
+          .set(m.rt->inflight.load());
+      out.gauge("infera_worker_healthy", "1 when the worker is routable, 0 in backoff or refused.", w)
+          .set(g.fleet->health(m) == "healthy" ? 1 : 0);
+      if (!m.rt->subscriber) continue;
+      const events::StreamStats s = m.rt->subscriber->stats();
+      out.counter("infera_kv_events_applied_total", "KV events applied to the mirror.", w)
+          .inc(static_cast<double>(s.applied.events_applied));
+      out.counter("infera_kv_blocks_stored_total", "Blocks stored by applied KV events.", w)
+          .inc(static_cast<double>(s.applied.blocks_stored));
+      out.counter("infera_kv_blocks_removed_total", "Blocks removed by applied KV events.", w)
+          .inc(static_cast<double>(s.applied.blocks_removed));
+      for (size_t i = 1; i < kv::kNumApplyResults; ++i) {
+        out.counter("infera_kv_events_rejected_total", "KV events rejected, by reason.",
+                    {{"worker", m.info.id},
+                     {"reason", std::string(kv::apply_result_name(static_cast<kv::ApplyResult>(i)))}})
+            .inc(static_cast<double>(s.applied.rejected[i]));
+      }
+      out.counter("infera_kv_event_decode_errors_total", "KV event payloads that did not decode.", w)
+          .inc(static_cast<double>(s.decode_errors_total()));
+      out.counter("infera_kv_event_gaps_total", "Sequence gaps in the worker's event stream.", w)
+          .inc(static_cast<double>(s.gaps));
+      out.counter("infera_kv_event_replays_total", "Replay requests sent to repair gaps.", w)
+          .inc(static_cast<double>(s.replays));
+      out.counter("infera_kv_event_restarts_total", "Engine restarts seen (sequence went back).", w)
+          .inc(static_cast<double>(s.restarts));
+      out.gauge("infera_kv_mirror_stale", "1 while the worker's mirror is not trusted.", w)
+          .set(s.state == events::SubscriberState::kStale ? 1 : 0);
+    }
+  });
+}
+
+struct Gateway::Impl {
+  std::unique_ptr<GatewayContext> g;
+  std::unique_ptr<http::Server> server;
+  std::unique_ptr<http::Server> admin;
+  std::atomic<bool> stopping{false};
+  std::thread maintenance;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool shut = false;
+};
+
+Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Gateway::~Gateway() { shutdown(std::chrono::milliseconds(0)); }
+
+uint16_t Gateway::port() const { return impl_->server->port(); }
+uint16_t Gateway::admin_port() const { return impl_->admin ? impl_->admin->port() : 0; }
+
+Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& config) {
+  auto impl = std::make_unique<Impl>();
+  impl->g = std::make_unique<GatewayContext>(config);
+  GatewayContext& g = *impl->g;
+
+  if (!config.tokenizer_path.empty()) {
+    INFERA_ASSIGN_OR_RETURN(g.prompts, tokenizer::PromptEncoder::load(config.tokenizer_path));
+  } else if (config.router_policy == "kv-aware") {
+    INFERA_LOG(kWarn, "gateway").msg(
+        "no --router-tokenizer-path: text and chat prompts are routed by load only; "
+        "token-id prompts still use the cache");
+  }
+  routing::RouterOptions ro;
+  ro.policy = config.router_policy;
+  ro.overlap_weight = config.kv_overlap_weight;
+  ro.prefill_overlap_weight = config.kv_prefill_overlap_weight;
+  ro.decode_overlap_weight = config.kv_decode_overlap_weight;
+  ro.temperature = config.router_temperature;
+  ro.seed = config.router_seed ? config.router_seed
+                               : static_cast<uint64_t>(std::chrono::steady_clock::now()
+                                                           .time_since_epoch()
+                                                           .count());
+  INFERA_ASSIGN_OR_RETURN(g.router, routing::Router::create(ro, g.index, g.load));
+
+  // The worker set: static flags are parsed now, so a bad --worker fails startup.
+  discovery::WorkerSet static_workers;
+  if (config.discovery_backend == "static") {
+    for (const std::string& spec : config.workers) {
+      INFERA_ASSIGN_OR_RETURN(discovery::WorkerInfo w, discovery::parse_worker_flag(spec));
+      static_workers.push_back(std::move(w));
+    }
+  }
+
+  g.loop = std::make_unique<http::EventLoop>(static_cast<int>(config.io_threads));
+  http::ClientOptions co;
+  co.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.upstream_connect_timeout_s * 1000));
+  co.response_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.upstream_first_byte_timeout_s * 1000));
+  co.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.upstream_idle_timeout_s * 1000));
+  co.max_idle_per_endpoint = 256;
+  g.upstream = std::make_unique<http::Client>(co);
+  Fleet::Options fo;
+  fo.block_size = config.block_size;
+  fo.max_workers = 1024;
+  fo.max_inflight_per_worker = config.max_inflight_per_worker;
+  g.fleet = std::make_unique<Fleet>(fo, g.index, g.load, *g.loop, *g.upstream, g.clock);
+  add_metric_collectors(g);
+
+  http::ServerOptions so;
+  so.host = config.host;
+  so.port = static_cast<uint16_t>(config.port);
+  so.max_body_bytes = config.max_body_bytes;
+  so.max_header_bytes = config.max_header_bytes;
+  so.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.client_idle_timeout_s * 1000));
+  so.body_timeout = so.idle_timeout;
+  http::Routes routes;
+  add_public_routes(g, routes);
+  const bool separate_admin = !config.admin_host.empty();
+  http::Routes admin_routes;
+  add_admin_routes(g, separate_admin ? admin_routes : routes);
+  INFERA_ASSIGN_OR_RETURN(impl->server, http::Server::start(*g.loop, so, std::move(routes)));
+  if (separate_admin) {
+    http::ServerOptions ao = so;
+    ao.host = config.admin_host;
+    ao.port = static_cast<uint16_t>(config.admin_port);
+    INFERA_ASSIGN_OR_RETURN(impl->admin, http::Server::start(*g.loop, ao, std::move(admin_routes)));
+  }
+
+  // Discovery last: workers arrive once everything they need exists.
+  if (config.discovery_backend == "etcd") {
+    INFERA_ASSIGN_OR_RETURN(http::Endpoint etcd, http::parse_endpoint(config.etcd_endpoint));
+    discovery::EtcdSourceOptions eo;
+    eo.prefix = config.etcd_prefix;
+    g.source = std::make_unique<discovery::EtcdWorkerSource>(*g.loop, etcd, eo);
+  } else {
+    g.source = std::make_unique<discovery::StaticWorkerSource>(std::move(static_workers));
+  }
+  g.source->start([fleet = g.fleet.get()](discovery::WorkerSetPtr set) { fleet->update(std::move(set)); });
+
+  Impl* raw = impl.get();
+  impl->maintenance = std::thread([raw] {
+    std::unique_lock lock(raw->mu);
+    while (!raw->cv.wait_for(lock, std::chrono::seconds(1), [raw] { return raw->shut; })) {
+      lock.unlock();
+      raw->g->fleet->maintain();
+      lock.lock();
+    }
+  });
+  INFERA_LOG(kInfo, "gateway").msg("serving").kv("host", config.host).kv("port", impl->server->port())
+      .kv("policy", config.router_policy).kv("discovery", g.source->describe())
+      .kv("block_size", config.block_size);
+  return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
+}
+
+void Gateway::shutdown(std::chrono::milliseconds grace) {
+  Impl& i = *impl_;
+  if (i.stopping.exchange(true)) return;
+  if (i.server) i.server->shutdown(grace);
+  if (i.admin) i.admin->shutdown(std::chrono::milliseconds(0));
+  {
+    std::lock_guard lock(i.mu);
+    i.shut = true;
+  }
+  i.cv.notify_all();
+  if (i.maintenance.joinable()) i.maintenance.join();
+  if (i.g->source) i.g->source->stop();
+  i.server.reset();
+  i.admin.reset();
+  if (i.g->loop) i.g->loop->stop();
+  i.g->fleet.reset();  // stops the subscribers
+}
+
+int run_server_command(std::span<const std::string> args) {
+  bool help = false;
+  std::string help_text;
+  auto config = config::parse_server_flags(args, &help, &help_text);
+  if (!config.ok()) {
+    std::fprintf(stderr, "infera server: %s\n", config.status().message().c_str());
+    return 2;
+  }
+  if (help) {
+    std::printf("%s", help_text.c_str());
+    return 0;
+  }
+  auto level = parse_log_level(config->log_level);
+  if (!level.ok()) {
+    std::fprintf(stderr, "infera server: %s\n", level.status().message().c_str());
+    return 2;
+  }
+  set_log_level(*level);
+  // Signals are taken by this thread only (sigwait), before any other thread exists.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto gateway = Gateway::create(*config);
+  if (!gateway.ok()) {
+    std::fprintf(stderr, "infera server: %s\n", gateway.status().message().c_str());
+    return 1;
+  }
+  std::printf("infera server: listening on http://%s:%u\n", config->host.c_str(),
+              static_cast<unsigned>((*gateway)->port()));
+  if ((*gateway)->admin_port()) {
+    std::printf("infera server: admin on http://%s:%u\n", config->admin_host.c_str(),
+                static_cast<unsigned>((*gateway)->admin_port()));
+  }
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  INFERA_LOG(kInfo, "gateway").msg("shutting down").kv("signal", sig);
+  (*gateway)->shutdown(std::chrono::milliseconds(static_cast<int64_t>(config->shutdown_grace_s * 1000)));
+  return 0;
+}
+
+}  // namespace infera::gateway

@@ -1,0 +1,51 @@
+// The OpenAI requests the gateway routes, parsed at the edge into a typed struct (what routing
+// needs: model, stream, the prompt or the chat messages), without throwing and within limits
+// (JSON depth, message count, prompt ids). The body itself is forwarded to the worker
+// unchanged; this view only informs the routing decision. Pure functions; any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+
+#include "infera/common/status.h"
+
+namespace infera::gateway {
+
+enum class ApiKind { kChatCompletions, kCompletions };
+
+struct RequestLimits {
+  uint32_t max_json_depth = 64;
+  uint32_t max_messages = 10000;
+  uint32_t max_prompt_tokens = 1u << 20;
+};
+
+struct OpenAiRequest {
+  ApiKind kind = ApiKind::kCompletions;
+  std::string model;  // "" when absent
+  bool stream = false;
+  // Completions: the (first) prompt, as text or as token ids; a batch routes by its first prompt.
+  std::optional<std::string> prompt_text;
+  std::vector<uint32_t> prompt_ids;
+  uint32_t num_prompts = 0;
+  // Chat: what the chat template needs.
+  boost::json::array messages;
+  std::optional<boost::json::array> tools;
+  bool add_generation_prompt = true;       // vLLM's default
+  bool continue_final_message = false;
+  boost::json::object chat_template_kwargs;
+  // Completions prompts get special tokens by default; chat prompts never (as vLLM does).
+  bool add_special_tokens = true;
+};
+
+// Parses and validates a request body. An InvalidArgument error's message names the problem;
+// `param`, when given, receives the offending field (the OpenAI error's "param").
+Result<OpenAiRequest> parse_openai_request(ApiKind kind, std::string_view body,
+                                           const RequestLimits& limits, std::string* param = nullptr);
+
+}  // namespace infera::gateway

@@ -1,0 +1,368 @@
+// The gateway in-process against fake engines: real HTTP on loopback ports, real ZMQ KV events
+// from the events module's publisher, the real router. Fake engines answer OpenAI requests
+// with a fixed SSE stream and can be told to fail in the ways real engines fail.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/json.hpp>
+#include <future>
+
+#include "infera/common/metrics.h"
+#include "infera/events/publisher.h"
+#include "infera/gateway/gateway.h"
+#include "infera/http/client.h"
+#include "infera/http/net.h"
+#include "infera/http/server.h"
+#include "infera/http/sse.h"
+#include "infera/kv/block_hash.h"
+#include "tests/support/etcd_process.h"
+
+namespace infera {
+namespace {
+
+using testing::eventually;
+
+enum class Mode { kOk, kFail500, kDieMidStream, kHang };
+
+// A fake engine: OpenAI completions as a fixed SSE stream, /v1/models, /metrics.
+class FakeEngine {
+ public:
+  FakeEngine(http::EventLoop& loop, uint32_t block_size = 16) {
+    http::Routes routes;
+    auto completion = [this](http::Request& r, http::ResponseWriter& w) -> net::awaitable<http::Response> {
+      requests.fetch_add(1);
+      last_body = r.body;
+      last_request_id = std::string(r.header("X-Request-Id"));
+      if (mode == Mode::kFail500) co_return http::Response::json(500, R"({"error":"boom"})");
+      if (mode == Mode::kHang) {
+        net::steady_timer t(co_await net::this_coro::executor);
+        t.expires_after(std::chrono::seconds(30));
+        auto [ec] = co_await t.async_wait(use_nothrow);
+        if (w.client_gone() || ec) cancelled.fetch_add(1);
+        co_return http::Response{};
+      }
+      if (!(co_await w.write_head(200, http::kSseContentType)).ok()) co_return http::Response{};
+      for (int i = 0; i < 3; ++i) {
+        if (!(co_await w.write(chunk(i))).ok()) {
+          cancelled.fetch_add(1);
+          co_return http::Response{};
+        }
+        if (mode == Mode::kDieMidStream) {
+          died.set_value();
+          net::steady_timer t(co_await net::this_coro::executor);
+          t.expires_after(std::chrono::seconds(30));
+          (void)co_await t.async_wait(use_nothrow);
+          co_return http::Response{};
+        }
+      }
+      co_await w.write(http::kSseDone);
+      co_return http::Response{};
+    };
+    routes.add(http::Method::kPost, "/v1/completions", completion);
+    routes.add(http::Method::kPost, "/v1/chat/completions", completion);
+    routes.add(http::Method::kGet, "/v1/models",
+               [](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
+                 co_return http::Response::json(200, R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})");
+               });
+    routes.add(http::Method::kGet, "/metrics",
+               [block_size](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
+                 co_return http::Response::text(
+                     200, "vllm:cache_config_info{block_size=\"" + std::to_string(block_size) + "\"} 1\n");
+               });
+    server = http::Server::start(loop, {}, std::move(routes)).value();
+  }
+
+  static std::string chunk(int i) {
+    return http::sse_event(R"({"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"t)" +
+                           std::to_string(i) + R"("}]})");
+  }
+  static std::string full_stream() {
+    std::string s;
+    for (int i = 0; i < 3; ++i) s += chunk(i);
+    s += http::kSseDone;
+    return s;
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(server->port()); }
+  std::string id() const { return "127.0.0.1:" + std::to_string(server->port()); }
+
+  std::unique_ptr<http::Server> server;
+  std::atomic<Mode> mode{Mode::kOk};
+  std::atomic<int> requests{0};
+  std::atomic<int> cancelled{0};
+  std::string last_body;
+  std::string last_request_id;
+  std::promise<void> died;
+};
+
+class GatewayTest : public ::testing::Test {
+ protected:
+  // Starts a gateway over `engines`; the worker with `publisher` gets KV events.
+  void start_gateway(std::vector<std::string> worker_flags, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--host", "127.0.0.1", "--port", "0", "--log-level", "warn",
+                                  "--router-seed", "7"};
+    for (auto& w : worker_flags) {
+      args.push_back("--worker");
+      args.push_back(w);
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    bool help = false;
+    std::string text;
+    auto config = config::parse_server_flags(args, &help, &text);
+    ASSERT_TRUE(config.ok()) << config.status().to_string();
+    auto g = gateway::Gateway::create(*config);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    gateway_ = std::move(*g);
+    endpoint_ = http::Endpoint{"127.0.0.1", gateway_->port()};
+  }
+
+  // A request through the gateway, whole response.
+  http::Response call(http::Method method, std::string target, std::string body = {},
+                      http::Headers headers = {}) {
+    http::Request r;
+    r.method = method;
+    r.target = std::move(target);
+    r.body = std::move(body);
+    r.headers = std::move(headers);
+    if (!r.body.empty()) r.headers.push_back({"Content-Type", "application/json"});
+    std::promise<http::Response> p;
+    net::co_spawn(loop_.context(), [&]() -> net::awaitable<void> {
+      auto resp = co_await client_.request(endpoint_, std::move(r));
+      p.set_value(resp.ok() ? std::move(resp.value()) : http::Response{-1, {}, resp.status().message()});
+    }, net::detached);
+    return p.get_future().get();
+  }
+
+  static std::string completion_body(const std::vector<uint32_t>& ids, bool stream = true) {
+    boost::json::array prompt;
+    for (uint32_t id : ids) prompt.push_back(id);
+    return boost::json::serialize(boost::json::object{
+        {"model", "fake-model"}, {"prompt", prompt}, {"max_tokens", 3}, {"stream", stream}});
+  }
+
+  std::vector<metrics::Sample> scrape(http::Headers headers = {}) {
+    auto r = call(http::Method::kGet, "/metrics", {}, std::move(headers));
+    EXPECT_EQ(r.status, 200) << r.body;
+    auto s = metrics::parse_text(r.body);
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    return s.ok() ? *s : std::vector<metrics::Sample>{};
+  }
+
+  void TearDown() override {
+    if (gateway_) gateway_->shutdown(std::chrono::milliseconds(1000));
+  }
+
+  http::EventLoop loop_{2};
+  http::Client client_;
+  std::unique_ptr<gateway::Gateway> gateway_;
+  http::Endpoint endpoint_;
+};
+
+std::vector<uint32_t> prompt_ids(uint32_t family, size_t blocks) {
+  std::vector<uint32_t> ids;
+  for (size_t i = 0; i < blocks * 16; ++i) ids.push_back(family * 10000 + static_cast<uint32_t>(i) + 1);
+  return ids;
+}
+
+TEST_F(GatewayTest, RelaysTheStreamByteForByte) {
+  FakeEngine engine(loop_);
+  start_gateway({engine.url()});
+  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(1, 2)));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, FakeEngine::full_stream());
+  EXPECT_EQ(r.header("Content-Type"), http::kSseContentType);
+  EXPECT_EQ(engine.last_body, completion_body(prompt_ids(1, 2)));  // forwarded unchanged
+  EXPECT_FALSE(engine.last_request_id.empty());
+}
+
+TEST_F(GatewayTest, FollowsTheCacheLearnedFromKvEvents) {
+  FakeEngine a(loop_), b(loop_);
+  events::KvEventPublisher::Options po;
+  po.endpoint = "tcp://127.0.0.1:*";
+  auto publisher = events::KvEventPublisher::start(po);
+  ASSERT_TRUE(publisher.ok()) << publisher.status().to_string();
+  start_gateway({a.url(), b.url() + ",kv=" + (*publisher)->endpoint()});
+  ASSERT_TRUE((*publisher)->wait_for_subscriber(std::chrono::seconds(10)));
+  // Worker b caches 8 blocks of the prompt.
+  const auto ids = prompt_ids(3, 10);
+  events::BlockStored stored;
+  for (uint64_t i = 0; i < 8; ++i) stored.block_hashes.push_back(1000 + i);
+  stored.token_ids.assign(ids.begin(), ids.begin() + 8 * 16);
+  stored.block_size = 16;
+  stored.medium = "GPU";
+  events::EventBatch batch;
+  batch.events.push_back(stored);
+  ASSERT_TRUE((*publisher)->publish(batch).ok());
+  const std::string cache_view = "/v1/admin/cache-view/" + b.id();
+  ASSERT_TRUE(eventually([&] {
+    return call(http::Method::kGet, cache_view).body ==
+           R"({"worker_id":")" + b.id() + R"(","block_count":8})";
+  }));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_body(ids)).status, 200);
+  }
+  EXPECT_EQ(b.requests.load(), 5);
+  EXPECT_EQ(a.requests.load(), 0);
+  // The explain endpoint shows why, without routing.
+  auto explain = call(http::Method::kPost, "/v1/admin/route-explain", completion_body(ids));
+  ASSERT_EQ(explain.status, 200) << explain.body;
+  const auto ex = boost::json::parse(explain.body);
+  const auto& stage = ex.at("stages").at(0);
+  EXPECT_EQ(stage.at("winner").as_string(), b.id());
+  EXPECT_EQ(b.requests.load(), 5);
+  bool saw_hits = false;
+  for (const auto& row : stage.at("workers").as_array()) {
+    if (row.at("worker_id").as_string() == b.id()) {
+      saw_hits = row.at("cache_hits").to_number<int>() == 8;
+    }
+  }
+  EXPECT_TRUE(saw_hits) << explain.body;
+}
+
+TEST_F(GatewayTest, RetriesAnotherWorkerWhenOneFailsBeforeTheFirstByte) {
+  FakeEngine bad(loop_), good(loop_);
+  bad.mode = Mode::kFail500;
+  start_gateway({bad.url(), good.url()}, {"--router-policy", "round-robin"});
+  for (int i = 0; i < 4; ++i) {
+    auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(4, 1)));
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, FakeEngine::full_stream());
+  }
+  EXPECT_GE(bad.requests.load(), 1);
+  EXPECT_EQ(good.requests.load(), 4);
+  const auto samples = scrape();
+  EXPECT_GE(metrics::sum_of(samples, "infera_upstream_retries_total"), 1);
+  auto workers = call(http::Method::kGet, "/v1/admin/workers");
+  EXPECT_NE(workers.body.find("\"state\":\"backoff\""), std::string::npos) << workers.body;
+}
+
+TEST_F(GatewayTest, AllWorkersDownIsA502WithAnOpenAiError) {
+  FakeEngine bad(loop_);
+  bad.mode = Mode::kFail500;
+  start_gateway({bad.url()});
+  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(5, 1)));
+  EXPECT_EQ(r.status, 502);
+  const auto body = boost::json::parse(r.body);
+  EXPECT_TRUE(body.at("error").at("message").is_string());
+}
+
+TEST_F(GatewayTest, AFailureMidStreamEndsWithAnErrorEvent) {
+  FakeEngine engine(loop_);
+  engine.mode = Mode::kDieMidStream;
+  start_gateway({engine.url()});
+  std::promise<http::Response> result;
+  std::thread caller([&] {
+    result.set_value(call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(6, 1))));
+  });
+  engine.died.get_future().wait();
+  engine.server->shutdown(std::chrono::milliseconds(0));  // the engine dies mid-stream
+  auto r = result.get_future().get();
+  caller.join();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body.rfind(FakeEngine::chunk(0), 0), 0u);  // the first chunk came through
+  EXPECT_NE(r.body.find("data: {\"error\""), std::string::npos) << r.body;
+  EXPECT_TRUE(r.body.ends_with(http::kSseDone)) << r.body;
+}
+
+TEST_F(GatewayTest, BadRequestsGetOpenAiErrors) {
+  FakeEngine engine(loop_);
+  start_gateway({engine.url()}, {"--max-body-bytes", "4096"});
+  auto expect_error = [&](const std::string& target, const std::string& body, int status) {
+    auto r = call(http::Method::kPost, target, body);
+    EXPECT_EQ(r.status, status) << target << " " << body << " -> " << r.body;
+    if (r.status >= 400) {
+      boost::system::error_code ec;
+      auto v = boost::json::parse(r.body, ec);
+      EXPECT_FALSE(ec) << r.body;
+      if (!ec) {
+        EXPECT_TRUE(v.at("error").at("message").is_string());
+        EXPECT_TRUE(v.at("error").at("type").is_string());
+      }
+    }
+  };
+  expect_error("/v1/completions", "{not json", 400);
+  expect_error("/v1/chat/completions", R"({"model":"fake-model"})", 400);
+  expect_error("/v1/chat/completions", R"({"messages":"hello"})", 400);
+  expect_error("/v1/completions", R"({"prompt":[1,-2]})", 400);
+  expect_error("/v1/completions", R"({"model":"no-such-model","prompt":[1,2]})", 404);
+  expect_error("/v1/completions", R"({"prompt":")" + std::string(8000, 'x') + R"("})", 413);
+  EXPECT_EQ(engine.requests.load(), 0);
+  // The server is unaffected.
+  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(7, 1))).status, 200);
+}
+
+TEST_F(GatewayTest, ModelsHealthAndMetrics) {
+  FakeEngine engine(loop_);
+  start_gateway({engine.url()});
+  ASSERT_TRUE(eventually([&] {
+    return call(http::Method::kGet, "/v1/models").body.find("fake-model") != std::string::npos;
+  }));
+  EXPECT_EQ(call(http::Method::kGet, "/health").status, 200);
+  call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(8, 2)));
+  const auto samples = scrape();
+  EXPECT_EQ(metrics::sum_of(samples, "infera_requests_total",
+                            {{"route", "/v1/completions"}, {"status", "200"}, {"worker", engine.id()}}),
+            1);
+  EXPECT_EQ(metrics::sum_of(samples, "infera_ttft_seconds_count"), 1);
+  EXPECT_EQ(metrics::sum_of(samples, "infera_routing_hash_seconds_count"), 1);
+  EXPECT_EQ(metrics::sum_of(samples, "infera_worker_inflight_requests", {{"worker", engine.id()}}), 0);
+  EXPECT_EQ(metrics::sum_of(samples, "infera_worker_healthy", {{"worker", engine.id()}}), 1);
+}
+
+TEST_F(GatewayTest, AdminEndpointsNeedTheTokenWhenOneIsSet) {
+  FakeEngine engine(loop_);
+  start_gateway({engine.url()}, {"--admin-token", "s3cret"});
+  EXPECT_EQ(call(http::Method::kGet, "/metrics").status, 401);
+  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers").status, 401);
+  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers", {}, {{"Authorization", "Bearer wrong!"}}).status, 401);
+  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers", {}, {{"Authorization", "Bearer s3cret"}}).status, 200);
+  EXPECT_EQ(call(http::Method::kGet, "/health").status, 200);  // public
+}
+
+TEST_F(GatewayTest, CacheViewValidatesTheWorkerId) {
+  FakeEngine engine(loop_);
+  start_gateway({engine.url()});
+  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/cache-view/" + engine.id()).body,
+            R"({"worker_id":")" + engine.id() + R"(","block_count":0})");
+  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/cache-view/10.9.9.9:1").status, 404);
+  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/cache-view/a%0aINFO").status, 400);
+  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/cache-view/..%2f..%2fetc").status, 400);
+}
+
+TEST_F(GatewayTest, AWorkerWithAnotherBlockSizeIsRefused) {
+  FakeEngine wrong(loop_, 32), right(loop_, 16);
+  start_gateway({wrong.url(), right.url()});
+  ASSERT_TRUE(eventually([&] {
+    return call(http::Method::kGet, "/v1/admin/workers").body.find("\"state\":\"refused\"") !=
+           std::string::npos;
+  }));
+  for (int i = 0; i < 4; ++i) call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(9, 1)));
+  EXPECT_EQ(wrong.requests.load(), 0);
+  EXPECT_EQ(right.requests.load(), 4);
+}
+
+TEST_F(GatewayTest, AClientThatLeavesCancelsTheUpstreamRequest) {
+  FakeEngine engine(loop_);
+  engine.mode = Mode::kHang;
+  start_gateway({engine.url()});
+  {
+    http::Client short_client(http::ClientOptions{.response_timeout = std::chrono::milliseconds(300)});
+    std::promise<Status> p;
+    http::Request r;
+    r.method = http::Method::kPost;
+    r.target = "/v1/completions";
+    r.body = completion_body(prompt_ids(10, 1));
+    net::co_spawn(loop_.context(), [&]() -> net::awaitable<void> {
+      auto resp = co_await short_client.request(endpoint_, std::move(r));
+      p.set_value(resp.status());
+    }, net::detached);
+    EXPECT_FALSE(p.get_future().get().ok());  // the client gave up waiting
+  }
+  // The client gave up; the gateway must close its upstream request, and release its load.
+  EXPECT_TRUE(eventually([&] { return engine.cancelled.load() == 1; }, std::chrono::seconds(10)));
+  EXPECT_TRUE(eventually([&] {
+    return metrics::sum_of(scrape(), "infera_worker_inflight_requests", {{"worker", engine.id()}}) == 0;
+  }));
+}
+
+}  // namespace
+}  // namespace infera
