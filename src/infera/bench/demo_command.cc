@@ -88,6 +88,9 @@ struct DemoOptions {
   uint32_t engines = 4;
   uint32_t num_gpu_blocks = 1280;
   double speedup = 5;
+  // Long shared prefixes: one cached prompt saves ~256 blocks of prefill, about what one request
+  // in flight adds to a worker's load, so weight 1 (the server's default) ties too often.
+  std::string overlap_weight = "4";
   std::string out_dir = ".";
   bool keep_logs = false;
 };
@@ -100,8 +103,11 @@ Result<Fleet> start_fleet(const DemoOptions& d, const std::string& policy, const
     const uint16_t kv = free_port(), replay = free_port();
     const std::string kv_ep = "tcp://127.0.0.1:" + std::to_string(kv);
     const std::string replay_ep = "tcp://127.0.0.1:" + std::to_string(replay);
-    const std::string events = R"({"enable_kv_cache_events":true,"publisher":"zmq","endpoint":")" +
-                               kv_ep + R"(","replay_endpoint":")" + replay_ep +
+    // As in vLLM, the engine binds its PUB socket only for a wildcard endpoint (otherwise it
+    // connects); the server's SUB connects to the loopback address. Replay always binds.
+    const std::string events = std::string(R"({"enable_kv_cache_events":true,"publisher":"zmq","endpoint":")") +
+                               "tcp://*:" + std::to_string(kv) + R"(","replay_endpoint":")" +
+                               replay_ep +
                                R"(","topic":"kv-events"})";
     const fs::path log = logs / (policy + "-engine-" + std::to_string(i) + ".log");
     SpawnOptions so;
@@ -120,7 +126,9 @@ Result<Fleet> start_fleet(const DemoOptions& d, const std::string& policy, const
     f.engines.push_back(std::move(e));
   }
   std::vector<std::string> args{bin, "server", "--host", "127.0.0.1", "--port", "0",
-                                "--router-policy", policy, "--log-level", "warn"};
+                                "--router-policy", policy,  "--kv-overlap-weight",
+                                d.overlap_weight,           "--log-level",
+                                "warn"};
   for (const auto& w : workers) {
     args.push_back("--worker");
     args.push_back(w);
@@ -160,6 +168,8 @@ int run_demo_command(std::span<const std::string> args) {
   f.add("--rate", &w.rate_rps, "arrival rate, requests/s (default 16)", "R");
   f.add("--groups", &w.groups, "shared prompts (default 16)", "G");
   f.add("--system-tokens", &w.system_tokens, "shared prompt length in tokens (default 4096)", "P");
+  f.add("--kv-overlap-weight", &d.overlap_weight,
+        "kv-aware's cache-vs-load weight (default 4; the server's own default is 1.0)", "W");
   f.add("--out-dir", &d.out_dir, "where the plots, JSON and logs go (default .)", "DIR");
   f.add("--keep-logs", &d.keep_logs, "keep the engines' and server's logs", "");
   const Status parsed = f.parse(args);
@@ -183,9 +193,10 @@ int run_demo_command(std::span<const std::string> args) {
   std::printf(
       "infera demo: %u simulated engines (%u KV blocks of 16 tokens each, speedup %.0fx) behind "
       "one infera server.\nWorkload: %u requests at %.0f req/s; %u groups share %u-token system "
-      "prompts, each request adds a %u-token question and generates %u tokens.\n\n",
+      "prompts, each request adds a %u-token question and generates %u tokens.\nkv-aware runs "
+      "with --kv-overlap-weight %s.\n\n",
       d.engines, d.num_gpu_blocks, d.speedup, w.requests, w.rate_rps, w.groups, w.system_tokens,
-      w.question_tokens, w.output_tokens);
+      w.question_tokens, w.output_tokens, d.overlap_weight.c_str());
   std::fflush(stdout);
 
   RunReport report;

@@ -249,7 +249,19 @@ class Runner {
     const double sent = since(t0_);
     auto opened = co_await client_.stream(ep_, std::move(req));
     if (!opened.ok() || opened->status() != 200) {
-      fail(opened.ok() ? "HTTP " + std::to_string(opened->status()) : opened.status().message());
+      std::string why =
+          opened.ok() ? "HTTP " + std::to_string(opened->status()) : opened.status().message();
+      if (opened.ok() && s_.first_error.empty()) {
+        // The first error's body (bounded) says why, e.g. an OpenAI error message.
+        std::string text;
+        while (text.size() < 512) {
+          auto piece = co_await opened->read();
+          if (!piece.ok() || piece->empty()) break;
+          text.append(*piece);
+        }
+        if (!text.empty()) why += ": " + text.substr(0, 512);
+      }
+      fail(why);
       co_await release_dependents(i);
       finish_one();
       co_return;
