@@ -14,6 +14,9 @@
 #if INFERA_WITH_GATEWAY
 #include "infera/gateway/gateway.h"
 #endif
+#if INFERA_WITH_TOKENIZER
+#include "infera/tokenizer/tokenize_command.h"
+#endif
 #if INFERA_WITH_ENGINE && __has_include("infera/engine/commands.h")
 #include "infera/engine/commands.h"
 #define INFERA_ENGINE_COMMAND 1
@@ -44,6 +47,11 @@ constexpr Run kServer = infera::gateway::run_server_command;
 #else
 constexpr Run kServer = nullptr;
 #endif
+#if INFERA_WITH_TOKENIZER
+constexpr Run kTokenize = infera::tokenizer::run_tokenize_command;
+#else
+constexpr Run kTokenize = nullptr;
+#endif
 #if INFERA_ENGINE_COMMAND
 constexpr Run kEngine = infera::engine::run_engine_command;
 #else
@@ -61,7 +69,7 @@ constexpr Subcommand kSubcommands[] = {
      "#7"},
     {"demo", "starts mock engines and a server, compares round-robin with kv-aware", kDemo,
      "#7"},
-    {"tokenize", "tokenizes text or chat messages (JSON lines in, JSON lines out)", nullptr,
+    {"tokenize", "tokenizes text or chat messages (JSON lines in, JSON lines out)", kTokenize,
      "#3"},
 };
 

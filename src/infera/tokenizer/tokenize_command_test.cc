@@ -1,0 +1,81 @@
+// `infera tokenize`'s line protocol on the real Qwen3 files: text and chat lines give the
+// PromptEncoder's ids (and the rendered prompt for chat); a bad line gives an error line, the
+// following lines still work, and the exit status says something failed.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "infera/tokenizer/prompt_encoder.h"
+#include "infera/tokenizer/tokenize_command.h"
+
+namespace infera::tokenizer {
+namespace {
+
+namespace json = boost::json;
+
+std::vector<json::object> run(const PromptEncoder& enc, bool special, const std::string& input,
+                              int* rc) {
+  std::FILE* in = fmemopen(const_cast<char*>(input.data()), input.size(), "r");
+  std::FILE* out = std::tmpfile();
+  *rc = tokenize_lines(enc, special, in, out);
+  std::fclose(in);
+  std::rewind(out);
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, out)) > 0) text.append(buf, n);
+  std::fclose(out);
+  std::vector<json::object> lines;
+  std::istringstream s(text);
+  std::string line;
+  while (std::getline(s, line)) lines.push_back(json::parse(line).as_object());
+  return lines;
+}
+
+std::vector<TokenId> ids_of(const json::object& o) {
+  std::vector<TokenId> ids;
+  for (const auto& v : o.at("ids").as_array()) ids.push_back(static_cast<TokenId>(v.as_int64()));
+  return ids;
+}
+
+TEST(TokenizeCommandTest, TextAndChatLinesMatchThePromptEncoder) {
+  auto enc = PromptEncoder::load(std::string(INFERA_MODELS_DIR) + "/qwen3");
+  ASSERT_TRUE(enc.ok()) << enc.status().to_string();
+  const std::string input =
+      R"({"text": "Hello world, this is infera."})"
+      "\n\n"
+      R"({"messages": [{"role": "user", "content": "Hi"}], "chat_template_kwargs": {"enable_thinking": false}})"
+      "\n";
+  int rc = -1;
+  auto lines = run(**enc, false, input, &rc);
+  EXPECT_EQ(rc, 0);
+  ASSERT_EQ(lines.size(), 2u);  // the blank line is skipped
+  EXPECT_EQ(ids_of(lines[0]), (*enc)->encode_text("Hello world, this is infera.", false)->ids);
+  EXPECT_FALSE(lines[0].contains("prompt"));
+
+  json::array messages{json::object{{"role", "user"}, {"content", "Hi"}}};
+  auto chat = (*enc)->encode_chat(messages, std::nullopt, true,
+                                  json::object{{"enable_thinking", false}});
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(ids_of(lines[1]), chat->ids);
+  EXPECT_EQ(lines[1].at("prompt").as_string(), chat->rendered);
+  EXPECT_NE(chat->rendered.find("<|im_start|>user\nHi<|im_end|>"), std::string::npos);
+}
+
+TEST(TokenizeCommandTest, BadLinesGiveErrorsAndTheRestStillWorks) {
+  auto enc = PromptEncoder::load(std::string(INFERA_MODELS_DIR) + "/qwen3");
+  ASSERT_TRUE(enc.ok());
+  const std::string input = "not json\n{\"text\": 5}\n{\"other\": 1}\n{\"text\": \"ok\"}\n";
+  int rc = 0;
+  auto lines = run(**enc, false, input, &rc);
+  EXPECT_EQ(rc, 1);
+  ASSERT_EQ(lines.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(lines[static_cast<size_t>(i)].contains("error")) << i;
+  EXPECT_EQ(ids_of(lines[3]), (*enc)->encode_text("ok", false)->ids);
+}
+
+}  // namespace
+}  // namespace infera::tokenizer
