@@ -214,8 +214,11 @@ void EngineRunner::Impl::drive() {
   int steps = 0;
   Nanos lag{0};
   while (core.poll(step)) {
-    deliver(step);
+    // The snapshot before the outputs: a client that got its token (or its last one) and then
+    // scrapes /metrics must find this step counted, so the tokens go out after it.
     lag = clock.now() - step.end;
+    publish_snapshot(lag);
+    deliver(step);
     if (++steps >= kMaxStepsPerTurn) {
       publish_snapshot(lag);
       // Let the loop run the handlers that write these tokens, then continue.
