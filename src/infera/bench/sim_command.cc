@@ -59,6 +59,12 @@ int run_sim_command(std::span<const std::string> args) {
   f.add("--requests", &w.requests, "synthetic workload size (default: the workload's)", "N");
   f.add("--max-requests", &t.max_requests, "replay only the first N trace requests", "N");
   f.add("--rate", &w.rate_rps, "synthetic arrival rate, requests/s (default 8)", "R");
+  f.add("--groups", &w.groups, "prefix-families: number of shared prompts (default 8)", "G");
+  f.add("--system-tokens", &w.system_tokens, "prefix-families: shared prompt length (default 2048)",
+        "P");
+  f.add("--question-tokens", &w.question_tokens, "prefix-families: per-request tokens (default 128)",
+        "Q");
+  f.add("--output-tokens", &w.output_tokens, "tokens generated per request (default 64)", "N");
   f.add("--seed", &seed, "seed for the workload and tie-breaking (default 1)", "S");
   f.add("--threads", &threads, "policies simulated in parallel (default 2)", "N");
   f.add("--json", &json_path, "write the result JSON here", "OUT.json");

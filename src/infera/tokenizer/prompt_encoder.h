@@ -52,6 +52,9 @@ class PromptEncoder {
   std::filesystem::path directory_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<jinja::ChatTemplate> chat_;
+  // The template loops over message content (OpenAI parts); otherwise list content is
+  // flattened to a string first, as vLLM's "auto" content format does.
+  bool openai_content_ = false;
 };
 
 }  // namespace infera::tokenizer

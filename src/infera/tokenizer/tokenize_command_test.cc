@@ -77,5 +77,28 @@ TEST(TokenizeCommandTest, BadLinesGiveErrorsAndTheRestStillWorks) {
   EXPECT_EQ(ids_of(lines[3]), (*enc)->encode_text("ok", false)->ids);
 }
 
+// OpenAI's list-of-parts content renders like the joined string for a template that expects
+// strings (Qwen3), as vLLM does; Gemma 3's template loops over parts itself.
+TEST(TokenizeCommandTest, ListOfPartsContentIsFlattenedForStringTemplates) {
+  for (const char* model : {"qwen3", "gemma3"}) {
+    auto enc = PromptEncoder::load(std::string(INFERA_MODELS_DIR) + "/" + model);
+    ASSERT_TRUE(enc.ok()) << model;
+    json::array parts{json::object{{"role", "user"},
+                                   {"content", json::array{json::object{{"type", "text"}, {"text", "Hello"}},
+                                                           json::object{{"type", "text"}, {"text", "world"}}}}}};
+    json::array plain{json::object{{"role", "user"}, {"content", "Hello\nworld"}}};
+    auto a = (*enc)->encode_chat(parts, std::nullopt, true, {});
+    auto b = (*enc)->encode_chat(plain, std::nullopt, true, {});
+    ASSERT_TRUE(a.ok()) << model << ": " << a.status().to_string();
+    ASSERT_TRUE(b.ok()) << model;
+    if (std::string(model) == "qwen3") {
+      EXPECT_EQ(a->rendered, b->rendered);
+    } else {
+      EXPECT_NE(a->rendered.find("Hello"), std::string::npos);
+      EXPECT_NE(a->rendered.find("world"), std::string::npos);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace infera::tokenizer
