@@ -51,7 +51,8 @@ struct StreamStats {
   uint64_t replays = 0;           // replay requests sent
   uint64_t replayed_batches = 0;  // batches recovered through replay and applied
   uint64_t replay_failures = 0;   // replays that failed, timed out or could not fill the gap
-  uint64_t restarts = 0;          // engine restarts seen (sequence went backwards)
+  uint64_t restarts = 0;          // engine restarts seen (sequence went backwards, or a
+                                  // reconnect to an engine life not proven the same)
   uint64_t partial_joins = 0;     // joined a running engine whose replay buffer lacked the start
   uint64_t stale_transitions = 0; // times the mirror became stale
   uint64_t recoveries = 0;        // times a stale mirror became fresh again

@@ -124,6 +124,8 @@ void WorkerStream::on_message(std::span<const uint8_t> seq_frame, std::span<cons
   }
   rank->seen = true;
   rank->last = seq;
+  // Kept as the proof of this engine's incarnation should the connection drop (capacity reused).
+  rank->last_payload.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
   if (has_id) {
     rank->has_id = true;
     std::memcpy(rank->publisher_id.data(), seq_frame.data() + 8, 16);
@@ -158,6 +160,70 @@ void WorkerStream::count_error(MessageError error) {
         .kv("worker", options_.worker_name)
         .kv("error", message_error_name(error));
   }
+}
+
+void WorkerStream::on_disconnected(int64_t dp_rank) {
+  for (Rank& r : ranks_) {
+    // Keep the first proof: messages of the old connection still queued may move `last` on.
+    if (r.dp_rank != dp_rank || !r.seen || r.verify) continue;
+    r.verify = true;
+    r.verify_seq = r.last;
+    r.verify_payload = r.last_payload;
+  }
+}
+
+void WorkerStream::on_reconnected(int64_t dp_rank) {
+  Rank* rank = nullptr;
+  for (Rank& r : ranks_) {
+    if (r.dp_rank == dp_rank && r.verify) rank = &r;
+  }
+  if (rank == nullptr) return;  // nothing mirrored from it, or a restart already rebuilt it
+  rank->verify = false;
+  const char* reason = nullptr;
+  switch (check_incarnation(*rank)) {
+    case Incarnation::kSame:
+      INFERA_LOG(kDebug, "events")
+          .msg("KV-event publisher reconnected: same engine life")
+          .kv("worker", options_.worker_name)
+          .kv("dp_rank", dp_rank)
+          .kv("seq", rank->verify_seq);
+      return;
+    case Incarnation::kCancelled: return;  // stopping: leave the mirror as it is
+    case Incarnation::kDifferent: reason = "reconnected to a new engine life"; break;
+    case Incarnation::kUnknown: reason = "reconnected; engine life unverifiable"; break;
+  }
+  reset_for_restart(*rank, reason, rank->verify_seq);
+  // Every rank (this one too) joins again from its next message, catching up from seq 0.
+  rank->seen = false;
+  rank->has_id = false;
+}
+
+WorkerStream::Incarnation WorkerStream::check_incarnation(Rank& rank) {
+  if (replay_ == nullptr) return Incarnation::kUnknown;  // conservative: cannot tell
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.replays;
+  }
+  bool found = false;
+  bool equal = false;
+  // vLLM answers with every buffered batch from verify_seq on; only that one matters.
+  const auto check = [&](uint64_t seq, std::span<const uint8_t> payload) {
+    if (seq != rank.verify_seq || found) return;
+    found = true;
+    equal = payload.size() == rank.verify_payload.size() &&
+            std::memcmp(payload.data(), rank.verify_payload.data(), payload.size()) == 0;
+  };
+  const Status status = replay_->replay(rank.dp_rank, rank.verify_seq, check);
+  if (status.code() == StatusCode::kCancelled) return Incarnation::kCancelled;
+  if (!status.ok()) {
+    std::lock_guard lock(mu_);
+    ++stats_.replay_failures;
+    return Incarnation::kUnknown;
+  }
+  // Not buffered: a new life that has not got that far, or one so far ahead that the same
+  // life would be beyond repair anyway.
+  if (!found) return Incarnation::kUnknown;
+  return equal ? Incarnation::kSame : Incarnation::kDifferent;
 }
 
 void WorkerStream::set_stopped() { set_state(SubscriberState::kStopped); }
@@ -253,9 +319,22 @@ void WorkerStream::count_decode_error(const DecodeResult& result, uint64_t seq) 
 }
 
 void WorkerStream::restart(Rank& rank, uint64_t seq) {
+  reset_for_restart(rank, "sequence went backwards or new publisher", seq);
+  rank.has_id = false;
+  if (seq > 0) {
+    // The new engine's first batches went out before we reconnected.
+    const FillResult f = fill(rank, 0, seq);
+    if (!f.complete && !f.cancelled) {
+      go_stale("restart catch-up not repaired by replay", rank.dp_rank, 0, seq);
+    }
+  }
+}
+
+void WorkerStream::reset_for_restart(Rank& rank, const char* reason, uint64_t seq) {
   INFERA_LOG(kInfo, "events")
-      .msg("engine restart detected (sequence went backwards or new publisher): rebuilding mirror")
+      .msg("engine restart detected: rebuilding mirror")
       .kv("worker", options_.worker_name)
+      .kv("reason", reason)
       .kv("dp_rank", rank.dp_rank)
       .kv("last_seq", rank.last)
       .kv("seq", seq);
@@ -272,14 +351,7 @@ void WorkerStream::restart(Rank& rank, uint64_t seq) {
   // The reset dropped every rank's blocks: the others rebuild from their replay buffers.
   for (Rank& other : ranks_) {
     if (&other != &rank) other.seen = false;
-  }
-  rank.has_id = false;
-  if (seq > 0) {
-    // The new engine's first batches went out before we reconnected.
-    const FillResult f = fill(rank, 0, seq);
-    if (!f.complete && !f.cancelled) {
-      go_stale("restart catch-up not repaired by replay", rank.dp_rank, 0, seq);
-    }
+    other.verify = false;  // the mirror is rebuilt: nothing of the old life is left to verify
   }
 }
 

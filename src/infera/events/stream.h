@@ -11,6 +11,15 @@
 //   - seq > last + 1: a gap; replay [last + 1, seq) and apply in order, then the live batch;
 //   - seq <= last, or a new publisher id in a 24-byte sequence frame: the engine restarted; drop
 //     the worker's mirror (every tier) and rebuild from the stream, catching up from seq 0;
+//   - the connection to the publisher dropped and came back (on_disconnected() then
+//     on_reconnected(), from the subscriber's socket monitor): the engine on the other side may be
+//     a new life whose sequence numbers look like a continuation, so its incarnation is
+//     verified at once: replay from the last sequence seen before the drop and compare that
+//     batch, byte for byte, with the one we applied. Equal: the same engine, nothing to do (gaps
+//     are repaired as usual). Different, no longer buffered, or no answer (or no replay
+//     endpoint): a restart as above, decided conservatively (a spurious rebuild costs a few
+//     misses, a wrong mirror costs correctness); the mirror is dropped and every rank joins again
+//     from its next message, catching up from seq 0 through replay;
 //   - a gap (or restart catch-up) the replay cannot fill, or no replay endpoint: drop the mirror
 //     and mark it stale (hits count as 0) with a WARN line; it is fresh again after the next
 //     AllBlocksCleared (a clean slate) or engine restart. While stale, gaps are counted but not
@@ -68,6 +77,13 @@ class WorkerStream {
   void on_message(std::span<const uint8_t> seq_frame, std::span<const uint8_t> payload);
   // Counts a message that was rejected before reaching on_message().
   void count_error(MessageError error);
+  // The subscriber's connection to `dp_rank`'s publisher dropped: remembers the last batch seen
+  // from it (its sequence and payload) as the proof of the engine's incarnation.
+  void on_disconnected(int64_t dp_rank);
+  // The connection came back: verifies that the same engine is on the other side (see the
+  // sequence rules); a restart when it is not or when that cannot be decided. May replay
+  // (bounded by the replay timeout).
+  void on_reconnected(int64_t dp_rank);
   // Marks the stream stopped (stats keep their values).
   void set_stopped();
 
@@ -82,6 +98,10 @@ class WorkerStream {
     uint64_t last = 0;
     bool has_id = false;
     std::array<uint8_t, 16> publisher_id{};
+    std::string last_payload;      // the live payload of `last`
+    bool verify = false;           // disconnected since `verify_seq`: incarnation unknown
+    uint64_t verify_seq = 0;
+    std::string verify_payload;    // the payload of verify_seq as we applied it
   };
   struct FillResult {
     bool complete = false;
@@ -96,6 +116,12 @@ class WorkerStream {
   bool apply_batch(const EventBatch& batch, ApplyTally& tally);
   void count_decode_error(const DecodeResult& result, uint64_t seq);
   void restart(Rank& rank, uint64_t seq);
+  // What every restart does: drop the worker's mirror, count it, log it, and make the other
+  // ranks catch up again. `rank` (the one that restarted) is left for the caller.
+  void reset_for_restart(Rank& rank, const char* reason, uint64_t seq);
+  enum class Incarnation : uint8_t { kSame, kDifferent, kUnknown, kCancelled };
+  // Whether `rank`'s publisher still holds verify_seq with the payload we applied.
+  Incarnation check_incarnation(Rank& rank);
   void go_stale(const char* reason, int64_t dp_rank, uint64_t expected, uint64_t got);
   void set_state(SubscriberState state);
 

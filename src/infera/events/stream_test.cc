@@ -261,6 +261,83 @@ TEST_F(WorkerStreamTest, NewPublisherIdInA24ByteFrameIsARestart) {
   expect_mirror_equals(other);  // the old life's blocks are gone, the new one's caught up
 }
 
+// One stream across two engine lives: replays go to whichever engine is current.
+struct SwitchReplay : ReplaySource {
+  ReplaySource* current = nullptr;
+  Status replay(int64_t r, uint64_t from, const Sink& sink) override {
+    return current->replay(r, from, sink);
+  }
+};
+
+TEST_F(WorkerStreamTest, ReconnectToANewLifeWhoseSequenceLooksLikeAContinuationIsARestart) {
+  SwitchReplay sw;
+  FakeEngine first;
+  sw.current = &first;
+  auto s = make(&sw);
+  for (int i = 0; i < 6; ++i) deliver(*s, first.step_store());  // seq 0..5
+  s->on_disconnected(0);
+  // A fast restart: the new life published seq 0..6 before the subscriber reconnected.
+  FakeEngine second;
+  second.step_clear();
+  for (int i = 0; i < 6; ++i) second.step_store();
+  sw.current = &second;
+  s->on_reconnected(0);  // its seq 5 is not the batch we applied as seq 5
+  EXPECT_EQ(s->stats().restarts, 1u);
+  EXPECT_EQ(index_.block_count(kWorker), 0u);  // the old life's blocks are gone at once
+  deliver(*s, second.step_store());  // seq 7 == last + 2: joins again from seq 0, no gap
+  expect_mirror_equals(second);
+  const StreamStats st = s->stats();
+  EXPECT_EQ(st.restarts, 1u);
+  EXPECT_EQ(st.gaps, 0u);
+  EXPECT_EQ(st.state, SubscriberState::kLive);
+}
+
+TEST_F(WorkerStreamTest, ReconnectToTheSameLifeKeepsTheMirrorAndRepairsTheGap) {
+  FakeEngine engine;
+  auto s = make(&engine);
+  for (int i = 0; i < 4; ++i) deliver(*s, engine.step_store());
+  s->on_disconnected(0);
+  engine.step_store();  // lost while disconnected
+  s->on_reconnected(0);
+  EXPECT_EQ(s->stats().restarts, 0u);
+  deliver(*s, engine.step_store());
+  expect_mirror_equals(engine);
+  const StreamStats st = s->stats();
+  EXPECT_EQ(st.restarts, 0u);
+  EXPECT_EQ(st.gaps, 1u);
+  EXPECT_EQ(st.replay_failures, 0u);
+  EXPECT_EQ(engine.replay_calls, 2);  // the check, then the gap
+}
+
+TEST_F(WorkerStreamTest, ReconnectThatCannotBeVerifiedIsAConservativeRestart) {
+  FakeEngine engine;
+  auto s = make(&engine);
+  for (int i = 0; i < 3; ++i) deliver(*s, engine.step_store());
+  engine.fail_replays = true;  // no answer: the engine's life cannot be told
+  s->on_disconnected(0);
+  s->on_reconnected(0);
+  EXPECT_EQ(s->stats().restarts, 1u);
+  EXPECT_EQ(index_.block_count(kWorker), 0u);
+  // A second reconnect without a new disconnect changes nothing.
+  s->on_reconnected(0);
+  EXPECT_EQ(s->stats().restarts, 1u);
+}
+
+TEST_F(WorkerStreamTest, ReconnectWithoutAReplayEndpointIsAConservativeRestart) {
+  FakeEngine engine;
+  auto s = make(nullptr);
+  for (int i = 0; i < 3; ++i) deliver(*s, engine.step_store());
+  s->on_disconnected(0);
+  s->on_reconnected(0);
+  EXPECT_EQ(s->stats().restarts, 1u);
+  EXPECT_EQ(index_.block_count(kWorker), 0u);
+  // The rebuild starts from the next message; a clean slate makes the mirror whole again.
+  deliver(*s, engine.step_clear());
+  deliver(*s, engine.step_store());
+  expect_mirror_equals(engine);
+  EXPECT_EQ(s->stats().state, SubscriberState::kLive);
+}
+
 TEST_F(WorkerStreamTest, FirstMessageAfterZeroCatchesUpFromTheBuffer) {
   FakeEngine engine;
   for (int i = 0; i < 3; ++i) engine.step_store();  // sent before the subscription took effect

@@ -3,6 +3,11 @@
 #include <pthread.h>
 #include <time.h>
 
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <vector>
+
 #include "infera/common/log.h"
 #include "infera/events/endpoint.h"
 #include "infera/events/zmq_io.h"
@@ -21,9 +26,25 @@ std::shared_ptr<ZmqContext> or_new(std::shared_ptr<ZmqContext> context) {
 
 // ---------------------------------------------------------------- KvEventSubscriber
 
+// The SUB socket and its monitor (a PAIR fed by zmq_socket_monitor with the SUB's connection
+// events), both owned by the socket thread.
 struct KvEventSubscriber::Sockets {
   zmq::socket_t sub;
+  zmq::socket_t monitor;
+  std::vector<std::string> endpoints;  // by data-parallel rank, as connected
+  std::map<std::string, bool> down;    // monitored address -> disconnected, not yet back
 };
+
+namespace {
+
+// How long the socket thread may handle data before it looks at connection events again: far
+// below ZeroMQ's reconnect interval (100 ms), so a disconnect is always seen before the data of
+// the connection that replaces it.
+constexpr Nanos kMonitorSlice = std::chrono::milliseconds(10);
+
+std::atomic<uint64_t> monitor_ids{0};
+
+}  // namespace
 
 KvEventSubscriber::KvEventSubscriber(kv::KvIndex& index, SubscriberConfig config,
                                      std::shared_ptr<ZmqContext> context)
@@ -43,10 +64,22 @@ Status KvEventSubscriber::start() {
     sockets->sub.set(zmq::sockopt::linger, 0);
     sockets->sub.set(zmq::sockopt::rcvhwm, config_.rcv_hwm);
     sockets->sub.set(zmq::sockopt::subscribe, config_.topic);
+    // Before connecting, so that no connection event is missed: a reconnect may be a new engine
+    // life whose sequence numbers look like a continuation (WorkerStream::on_reconnected).
+    const std::string monitor_endpoint =
+        "inproc://infera-kv-events-monitor-" + std::to_string(monitor_ids.fetch_add(1));
+    if (zmq_socket_monitor(sockets->sub.handle(), monitor_endpoint.c_str(),
+                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                               ZMQ_EVENT_DISCONNECTED) != 0) {
+      throw zmq::error_t();
+    }
+    sockets->monitor = zmq::socket_t(ctx, zmq::socket_type::pair);
+    sockets->monitor.set(zmq::sockopt::linger, 0);
+    sockets->monitor.connect(monitor_endpoint);
     for (uint32_t rank = 0; rank < config_.dp_size; ++rank) {
-      INFERA_ASSIGN_OR_RETURN(const std::string endpoint,
-                              offset_endpoint_port(config_.endpoint, rank));
+      INFERA_ASSIGN_OR_RETURN(std::string endpoint, offset_endpoint_port(config_.endpoint, rank));
       sockets->sub.connect(endpoint);
+      sockets->endpoints.push_back(std::move(endpoint));
     }
   } catch (const zmq::error_t& e) {
     return invalid_argument("KV-event endpoint '" + config_.endpoint + "': " + e.what());
@@ -72,13 +105,68 @@ Status KvEventSubscriber::start() {
   return ok_status();
 }
 
+void KvEventSubscriber::handle_monitor(Sockets& sockets) {
+  std::array<zmq::message_t, 4> frames;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    // [event (uint16, native order) + value (uint32), address]
+    if (recv_message(sockets.monitor, frames) != 2 || frames[0].size() < sizeof(uint16_t)) return;
+    uint16_t event = 0;
+    std::memcpy(&event, frames[0].data(), sizeof(event));
+    const std::string address(static_cast<const char*>(frames[1].data()), frames[1].size());
+    bool& down = sockets.down[address];
+    bool reconnected = false;
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+      down = true;
+    } else if (down) {  // connected again (TCP, then ZMTP handshake: the first one counts)
+      down = false;
+      reconnected = true;
+    } else {
+      continue;  // the first connection, or the handshake after a connect already handled
+    }
+    // The rank whose endpoint this is; every rank when the address is not one we connected
+    // (a resolved host name).
+    const auto it = std::find(sockets.endpoints.begin(), sockets.endpoints.end(), address);
+    const bool known = it != sockets.endpoints.end();
+    for (size_t rank = 0; rank < sockets.endpoints.size(); ++rank) {
+      if (known && rank != static_cast<size_t>(it - sockets.endpoints.begin())) continue;
+      const auto dp_rank = static_cast<int64_t>(rank);
+      if (reconnected) {
+        stream_->on_reconnected(dp_rank);
+      } else {
+        stream_->on_disconnected(dp_rank);
+      }
+    }
+    INFERA_LOG(kDebug, "events")
+        .msg(reconnected ? "KV-event publisher reconnected" : "KV-event publisher disconnected")
+        .kv("worker", config_.worker_name)
+        .kv("address", address);
+  }
+}
+
 void KvEventSubscriber::run(std::unique_ptr<Sockets> sockets) {
   zmq::socket_t& sub = sockets->sub;
   std::array<zmq::message_t, 4> frames;
+  SteadyClock clock;
   try {
     while (!stop_.load(std::memory_order_acquire)) {
-      if (!wait_readable(sub, kPollSlice)) continue;
+      std::array<zmq::pollitem_t, 2> items{{{sub.handle(), 0, ZMQ_POLLIN, 0},
+                                            {sockets->monitor.handle(), 0, ZMQ_POLLIN, 0}}};
+      try {
+        zmq::poll(items.data(), items.size(),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(kPollSlice));
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;
+        continue;
+      }
+      // Connection events first: those of a reconnect precede the new connection's data.
+      handle_monitor(*sockets);
+      if ((items[0].revents & ZMQ_POLLIN) == 0) continue;
+      Nanos monitored = clock.now();
       for (int i = 0; i < kDrainBatch && !stop_.load(std::memory_order_relaxed); ++i) {
+        if (const Nanos now = clock.now(); now - monitored >= kMonitorSlice) {
+          handle_monitor(*sockets);
+          monitored = now;
+        }
         const size_t n = recv_message(sub, frames);
         if (n == 0) break;
         if (n != 3) {

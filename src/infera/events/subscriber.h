@@ -13,6 +13,13 @@
 // add_worker()/remove_worker() from any thread. Socket threads never block request threads:
 // they take the index's write lock only while applying one event. Every wait has a timeout;
 // stop() returns within a poll slice (20 ms) plus the time to apply one batch.
+//
+// Reconnects: a socket monitor on the subscriber's SUB reports its connection events on the
+// socket thread; when the connection to a publisher drops and comes back, the engine on the
+// other side may be a new life (a fast restart on the same port whose first batches were
+// missed), so the stream verifies it through the replay socket and rebuilds the mirror unless
+// it is provably the same engine (stream.h). The bind-mode listener does not do this (engines
+// connect to it; a restart there is seen by its sequence numbers only).
 #pragma once
 
 #include <atomic>
@@ -71,6 +78,9 @@ class KvEventSubscriber {
  private:
   struct Sockets;
   void run(std::unique_ptr<Sockets> sockets);
+  // Handles the SUB's queued connection events: a disconnect then a reconnect makes the
+  // stream verify the engine's incarnation (WorkerStream::on_reconnected).
+  void handle_monitor(Sockets& sockets);
 
   kv::KvIndex& index_;
   SubscriberConfig config_;

@@ -165,6 +165,117 @@ TEST_F(SubscriberTest, PublisherRestartRebuildsTheMirror) {
   EXPECT_EQ(st.state, SubscriberState::kLive);
 }
 
+// A fast restart: the new engine life publishes past the old one's last sequence before the
+// subscriber has reconnected, so its first live batch looks like a continuation (or a gap) and
+// only the reconnect tells that the engine may have changed.
+TEST_F(SubscriberTest, FastRestartWhoseSequenceLooksLikeAContinuationRebuildsTheMirror) {
+  auto pub = start_publisher();
+  ASSERT_TRUE(pub);
+  const SubscriberConfig cfg = config_for(*pub);
+  KvEventSubscriber sub(index_, cfg);
+  ASSERT_TRUE(sub.start().ok());
+  ASSERT_TRUE(pub->wait_for_subscriber(5s));
+  ToyEngine old_life(21);
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(pub->publish(old_life.step()).ok());
+  ASSERT_TRUE(caught_up(sub, 49));
+  ASSERT_TRUE(mirror_equals(index_, kWorker, old_life));
+  pub.reset();  // SIGKILL
+
+  // The new life binds the same endpoints and publishes seq 0..79 at once, without waiting
+  // for the subscriber: what it misses is what a real fast restart misses.
+  std::unique_ptr<KvEventPublisher> again;
+  ASSERT_TRUE(wait_until([&] {
+    KvEventPublisher::Options o;
+    o.endpoint = cfg.endpoint;
+    o.bind = true;
+    o.replay_endpoint = cfg.replay_endpoint;
+    o.topic = "kv-events";
+    auto p = KvEventPublisher::start(o);
+    if (p.ok()) again = std::move(p).value();
+    return again != nullptr;
+  }));
+  ToyEngine new_life(22);
+  for (int i = 0; i < 80; ++i) ASSERT_TRUE(again->publish(new_life.step()).ok());
+  ASSERT_TRUE(again->wait_for_subscriber(5s));
+  for (int i = 80; i < 100; ++i) ASSERT_TRUE(again->publish(new_life.step()).ok());
+  ASSERT_TRUE(caught_up(sub, 99));
+  EXPECT_TRUE(mirror_equals(index_, kWorker, new_life));  // exactly the new life's blocks
+  const StreamStats st = sub.stats();
+  EXPECT_EQ(st.restarts, 1u);
+  EXPECT_EQ(st.state, SubscriberState::kLive);
+  EXPECT_EQ(st.applied.rejected_total(), 0u);
+}
+
+// A connection that drops and comes back to the same engine life keeps the mirror.
+TEST_F(SubscriberTest, ReconnectToTheSameEngineIsNotARestart) {
+  // A hand-driven relay between the engine and the subscriber: closing and binding again the
+  // relay's socket cuts the subscriber's connection while the engine (and its replay buffer)
+  // lives on.
+  auto pub = start_publisher();
+  ASSERT_TRUE(pub);
+  zmq::context_t ctx;
+  auto make_relay = [&](const std::string& endpoint) {
+    auto relay = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::xpub);
+    relay->set(zmq::sockopt::linger, 0);
+    relay->bind(endpoint);
+    return relay;
+  };
+  auto relay = make_relay("tcp://127.0.0.1:*");
+  const std::string relay_endpoint = relay->get(zmq::sockopt::last_endpoint);
+  zmq::socket_t upstream(ctx, zmq::socket_type::sub);
+  upstream.set(zmq::sockopt::linger, 0);
+  upstream.set(zmq::sockopt::subscribe, "");
+  upstream.connect(pub->endpoint());
+  ASSERT_TRUE(pub->wait_for_subscriber(5s));
+
+  SubscriberConfig cfg = config_for(*pub);
+  cfg.endpoint = relay_endpoint;
+  KvEventSubscriber sub(index_, cfg);
+  ASSERT_TRUE(sub.start().ok());
+  zmq::message_t subscription;
+  ASSERT_TRUE(relay->recv(subscription));
+  // Forwards what the engine has sent so far.
+  auto forward = [&](uint64_t through) {
+    std::array<zmq::message_t, 4> frames;
+    uint64_t seq = 0;
+    do {
+      if (!wait_readable(upstream, 5s)) return false;
+      const size_t n = recv_message(upstream, frames);
+      if (n != 3) return false;
+      seq = load_be(static_cast<const uint8_t*>(frames[1].data()), 8);
+      relay->send(frames[0], zmq::send_flags::sndmore);
+      relay->send(frames[1], zmq::send_flags::sndmore);
+      relay->send(frames[2], zmq::send_flags::none);
+    } while (seq < through);
+    return true;
+  };
+  ToyEngine engine(23);
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(pub->publish(engine.step()).ok());
+  ASSERT_TRUE(forward(29));
+  ASSERT_TRUE(caught_up(sub, 29));
+
+  relay.reset();  // the connection drops; the engine lives on and publishes 30..39 meanwhile
+  for (int i = 30; i < 40; ++i) ASSERT_TRUE(pub->publish(engine.step()).ok());
+  ASSERT_TRUE(wait_until([&] {
+    try {
+      relay = make_relay(relay_endpoint);
+      return true;
+    } catch (const zmq::error_t&) {
+      return false;
+    }
+  }));
+  ASSERT_TRUE(relay->recv(subscription));  // reconnected
+  ASSERT_TRUE(forward(39));  // 30..39 arrive as a continuation from the same life
+  for (int i = 40; i < 50; ++i) ASSERT_TRUE(pub->publish(engine.step()).ok());
+  ASSERT_TRUE(forward(49));
+  ASSERT_TRUE(caught_up(sub, 49));
+  EXPECT_TRUE(mirror_equals(index_, kWorker, engine));
+  const StreamStats st = sub.stats();
+  EXPECT_EQ(st.restarts, 0u);
+  EXPECT_EQ(st.state, SubscriberState::kLive);
+  EXPECT_GE(st.replays, 1u);  // the incarnation check
+}
+
 TEST_F(SubscriberTest, MalformedMessagesAreSkippedAndCountedAndTheSubscriberKeepsRunning) {
   zmq::context_t ctx;
   zmq::socket_t pub(ctx, zmq::socket_type::xpub);

@@ -19,7 +19,11 @@
 namespace infera::events {
 
 struct ZmqContext::Impl {
-  explicit Impl(int io_threads) : context(io_threads) {}
+  // Each worker's subscriber holds 4 sockets (SUB, replay DEALER, monitor PAIR x2); ZMQ's
+  // default of 1023 per context would cap a fleet at ~250 workers.
+  explicit Impl(int io_threads) : context(io_threads) {
+    context.set(zmq::ctxopt::max_sockets, 65536);
+  }
   zmq::context_t context;
 };
 
