@@ -34,8 +34,14 @@ double since(Clock::time_point t0) {
 template <typename T, typename Fn>
 T run_sync(http::EventLoop& loop, Fn fn) {
   std::promise<T> p;
-  net::co_spawn(loop.context(), [&]() -> net::awaitable<void> { p.set_value(co_await fn()); },
-                net::detached);
+  // An exception (a bug) must not leave the caller waiting forever on the promise.
+  net::co_spawn(loop.context(), [&]() -> net::awaitable<void> {
+    try {
+      p.set_value(co_await fn());
+    } catch (...) {
+      p.set_exception(std::current_exception());
+    }
+  }, net::detached);
   return p.get_future().get();
 }
 
@@ -76,12 +82,23 @@ net::awaitable<FleetCounters> read_fleet(http::Client& client, http::Endpoint ep
   boost::system::error_code ec;
   if (workers) {
     const json::value v = json::parse(*workers, ec);
-    if (!ec && v.is_object() && v.get_object().if_contains("workers")) {
+    const json::value* list = !ec && v.is_object() ? v.get_object().if_contains("workers") : nullptr;
+    if (list != nullptr && list->is_array()) {
       out.from_admin = true;
-      for (const json::value& w : v.at("workers").as_array()) {
-        const std::string id(w.at("worker_id").as_string());
-        out.requests[id] = w.at("requests").to_number<uint64_t>();
-        auto wep = http::parse_endpoint(w.at("url").as_string());
+      for (const json::value& w : list->get_array()) {
+        // Whatever the server sends, a shape we do not expect is skipped, never thrown.
+        const json::object* wo = w.if_object();
+        if (wo == nullptr) continue;
+        const json::value* id = wo->if_contains("worker_id");
+        const json::value* n = wo->if_contains("requests");
+        const json::value* url = wo->if_contains("url");
+        if (!id || !id->is_string() || !url || !url->is_string()) continue;
+        out.requests[std::string(id->get_string())] =
+            n && n->is_uint64() ? n->get_uint64()
+                                : (n && n->is_int64() && n->get_int64() > 0
+                                       ? static_cast<uint64_t>(n->get_int64())
+                                       : 0);
+        auto wep = http::parse_endpoint(url->get_string());
         if (!wep.ok()) continue;
         auto text = co_await get_body(client, *wep, "/metrics", "");
         if (text) add_cache_counters(*text, out);
@@ -357,27 +374,36 @@ Result<HttpRunResult> run_http(const Workload& workload, const HttpRunOptions& o
   co.read_timeout = o.request_timeout;
   co.max_idle_per_endpoint = 4096;
   http::Client client(co);
+  // The fleet's counters before and after the run: short deadlines, so a busy or dead worker
+  // costs seconds, not the run's request timeout.
+  http::ClientOptions admin_co;
+  admin_co.connect_timeout = std::chrono::seconds(3);
+  admin_co.response_timeout = std::chrono::seconds(10);
+  admin_co.read_timeout = std::chrono::seconds(10);
+  http::Client admin_client(admin_co);
 
   std::string model = o.model;
   if (model.empty()) {
     auto models = run_sync<std::optional<std::string>>(
-        loop, [&] { return get_body(client, ep, "/v1/models", ""); });
+        loop, [&] { return get_body(admin_client, ep, "/v1/models", ""); });
     if (!models) return unavailable("cannot reach " + o.url + "/v1/models");
     boost::system::error_code ec;
     const json::value v = json::parse(*models, ec);
     if (!ec && v.is_object() && v.get_object().if_contains("data") && v.at("data").is_array() &&
         !v.at("data").as_array().empty()) {
-      model = std::string(v.at("data").as_array()[0].at("id").as_string());
+      const json::value& first = v.at("data").as_array()[0];
+      const json::value* id = first.is_object() ? first.get_object().if_contains("id") : nullptr;
+      if (id != nullptr && id->is_string()) model = std::string(id->get_string());
     }
   }
   const FleetCounters before =
-      run_sync<FleetCounters>(loop, [&] { return read_fleet(client, ep, o.admin_token); });
+      run_sync<FleetCounters>(loop, [&] { return read_fleet(admin_client, ep, o.admin_token); });
 
   Runner runner(workload, o, ep, model, client, loop);
   runner.run();
   const double elapsed = runner.elapsed();
   const FleetCounters after =
-      run_sync<FleetCounters>(loop, [&] { return read_fleet(client, ep, o.admin_token); });
+      run_sync<FleetCounters>(loop, [&] { return read_fleet(admin_client, ep, o.admin_token); });
 
   Shared& s = runner.shared();
   HttpRunResult result;
