@@ -94,6 +94,13 @@ class FakeEngine {
   std::promise<void> died;
 };
 
+std::vector<uint32_t> prompt_ids(uint32_t family, size_t blocks);
+
+class GatewayTest;
+struct GatewayTestAccess {
+  static std::string body(const std::vector<uint32_t>& ids);
+};
+
 class GatewayTest : public ::testing::Test {
  protected:
   // Starts a gateway over `engines`; the worker with `publisher` gets KV events.
@@ -156,6 +163,13 @@ class GatewayTest : public ::testing::Test {
   std::unique_ptr<gateway::Gateway> gateway_;
   http::Endpoint endpoint_;
 };
+
+std::string GatewayTestAccess::body(const std::vector<uint32_t>& ids) {
+  boost::json::array prompt;
+  for (uint32_t id : ids) prompt.push_back(id);
+  return boost::json::serialize(boost::json::object{
+      {"model", "fake-model"}, {"prompt", prompt}, {"max_tokens", 3}, {"stream", true}});
+}
 
 std::vector<uint32_t> prompt_ids(uint32_t family, size_t blocks) {
   std::vector<uint32_t> ids;
@@ -362,6 +376,49 @@ TEST_F(GatewayTest, AClientThatLeavesCancelsTheUpstreamRequest) {
   EXPECT_TRUE(eventually([&] {
     return metrics::sum_of(scrape(), "infera_worker_inflight_requests", {{"worker", engine.id()}}) == 0;
   }));
+}
+
+// Holds one request on the engine until its client gives up after `hold` (the gateway then
+// cancels it upstream and frees the worker's only in-flight slot).
+void hold_one_request(http::EventLoop& loop, const http::Endpoint& to, FakeEngine& engine,
+                      std::chrono::milliseconds hold, std::promise<Status>& done) {
+  engine.mode = Mode::kHang;
+  net::co_spawn(loop.context(), [&to, &done, hold]() -> net::awaitable<void> {
+    http::Client short_client(http::ClientOptions{.response_timeout = hold});
+    http::Request r;
+    r.method = http::Method::kPost;
+    r.target = "/v1/completions";
+    r.body = GatewayTestAccess::body(prompt_ids(11, 1));
+    auto resp = co_await short_client.request(to, std::move(r));
+    done.set_value(resp.status());
+  }, net::detached);
+  EXPECT_TRUE(eventually([&] { return engine.requests.load() == 1; }));
+}
+
+TEST_F(GatewayTest, AtTheInFlightCapAFullQueueShedsWith429AndRetryAfter) {
+  FakeEngine engine(loop_);
+  start_gateway({engine.url()}, {"--max-inflight-per-worker", "1", "--max-queue", "0"});
+  std::promise<Status> held;
+  hold_one_request(loop_, endpoint_, engine, std::chrono::milliseconds(3000), held);
+  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(12, 1)));
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_FALSE(r.header("Retry-After").empty());
+  EXPECT_NE(r.body.find("rate_limit_error"), std::string::npos) << r.body;
+  EXPECT_EQ(engine.requests.load(), 1);  // the shed request never reached the engine
+  EXPECT_FALSE(held.get_future().get().ok());
+}
+
+TEST_F(GatewayTest, AtTheInFlightCapARequestWaitsInTheQueueForAFreeSlot) {
+  FakeEngine engine(loop_);
+  start_gateway({engine.url()}, {"--max-inflight-per-worker", "1", "--max-queue", "1"});
+  std::promise<Status> held;
+  hold_one_request(loop_, endpoint_, engine, std::chrono::milliseconds(1000), held);
+  engine.mode = Mode::kOk;  // for the queued request, once it gets the slot
+  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(13, 1)));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, FakeEngine::full_stream());
+  EXPECT_EQ(engine.requests.load(), 2);
+  EXPECT_FALSE(held.get_future().get().ok());  // the first client gave up, freeing the slot
 }
 
 }  // namespace

@@ -120,7 +120,7 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
         "N");
   f.add("--max-inflight-per-worker", &c.max_inflight_per_worker,
         "requests in flight per worker before queueing (default 0 = unlimited)", "N");
-  f.add("--max-queue", &c.max_queue, "requests waiting for a worker before 429 (default 4096)", "N");
+  f.add("--max-queue", &c.max_queue, "requests waiting for a worker below its in-flight cap before 429 (default 4096)", "N");
   f.add("--shutdown-grace-s", &c.shutdown_grace_s,
         "on SIGTERM, how long in-flight streams may finish (default 30)", "SECONDS");
   f.add("--admin-token", &c.admin_token,

@@ -3,6 +3,8 @@
 // thread-safe objects it holds. Any handler thread.
 #pragma once
 
+#include <atomic>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +59,9 @@ struct GatewayContext {
   std::unique_ptr<http::Client> upstream;
   std::unique_ptr<Fleet> fleet;
   std::unique_ptr<discovery::WorkerSource> source;
+  // Requests waiting for a worker below its --max-inflight-per-worker cap (bounded by
+  // --max-queue; beyond it, 429 with Retry-After).
+  std::atomic<uint32_t> queued{0};
 };
 
 // Route handlers (inference.cc, admin.cc).

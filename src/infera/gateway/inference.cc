@@ -6,6 +6,7 @@
 #include "infera/common/log.h"
 #include "infera/gateway/context.h"
 #include "infera/http/error.h"
+#include "infera/http/net.h"
 #include "infera/kv/block_hash.h"
 #include "infera/proxy/forward.h"
 
@@ -126,6 +127,27 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
     bool at_capacity = false;
     g.fleet->candidates(*view, parsed->model, routing::Stage::kAggregated, tried, candidates,
                         &at_capacity);
+    if (candidates.empty() && at_capacity && attempt == 0) {
+      // Every worker is at its in-flight cap: wait in the bounded queue for a slot, up to the
+      // first-byte deadline; a full queue or a wait that runs out sheds with 429.
+      if (g.queued.fetch_add(1) >= g.config.max_queue) {
+        g.queued.fetch_sub(1);
+        co_return fail(resource_exhausted("every worker is at its in-flight limit and the queue "
+                                          "is full; retry later"),
+                       {.origin = http::ErrorOrigin::kServer});
+      }
+      const Nanos wait_until =
+          std::min(deadline, g.clock.now() + from_seconds(g.config.upstream_first_byte_timeout_s));
+      net::steady_timer timer(co_await net::this_coro::executor);
+      while (candidates.empty() && at_capacity && g.clock.now() < wait_until) {
+        timer.expires_after(std::chrono::milliseconds(5));
+        auto [ec] = co_await timer.async_wait(use_nothrow);
+        if (ec) break;  // cancelled: the client went away
+        g.fleet->candidates(*view, parsed->model, routing::Stage::kAggregated, tried, candidates,
+                            &at_capacity);
+      }
+      g.queued.fetch_sub(1);
+    }
     if (candidates.empty()) {
       if (attempt > 0) break;
       if (at_capacity) {
