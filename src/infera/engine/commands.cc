@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "infera/common/log.h"
+#include "infera/engine/launcher.h"
 #include "infera/engine/mock_server.h"
 
 namespace infera::engine {
@@ -19,9 +20,11 @@ namespace {
 constexpr const char* kUsage =
     "usage: infera engine <mock|vllm|sglang> [flags]\n\n"
     "  mock     a simulated vLLM engine (OpenAI API, prefix cache, KV events, discovery)\n"
-    "  vllm     launcher for a real vLLM engine (not available yet)\n"
-    "  sglang   launcher for a real SGLang engine (not available yet)\n\n"
-    "Run `infera engine mock --help` for its flags.\n";
+    "  vllm     launcher for a real vLLM engine: `vllm serve` with prefix caching, KV events\n"
+    "           and PYTHONHASHSEED=0; waits for /health, registers in etcd, forwards signals\n"
+    "  sglang   launcher for a real SGLang engine (sglang.launch_server), the same way\n\n"
+    "Run `infera engine <mock|vllm|sglang> --help` for their flags; the launchers pass\n"
+    "unknown flags to the engine and print the command with --dry-run.\n";
 
 // Thousands of concurrent streams need as many descriptors: raise the soft limit to the hard one.
 void raise_fd_limit() {
@@ -99,14 +102,8 @@ int run_engine_command(std::span<const std::string> args) {
     return 0;
   }
   if (kind == "mock") return run_mock(args.subspan(1));
-  if (kind == "vllm" || kind == "sglang") {
-    std::fprintf(stderr,
-                 "infera engine %s: the %s launcher is not available yet (a later round of issue "
-                 "#5); run the engine yourself and register it with --worker, or use "
-                 "`infera engine mock`\n",
-                 args[0].c_str(), args[0].c_str());
-    return 2;
-  }
+  if (kind == "vllm") return run_launcher(EngineKind::kVllm, args.subspan(1));
+  if (kind == "sglang") return run_launcher(EngineKind::kSglang, args.subspan(1));
   std::fprintf(stderr, "infera engine: unknown engine '%s'\n\n%s", args[0].c_str(), kUsage);
   return 2;
 }

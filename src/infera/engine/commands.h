@@ -1,7 +1,6 @@
 // `infera engine ...`: the engine subcommands of the one binary. `engine mock` runs the
-// simulated vLLM (MockEngine) until SIGTERM/SIGINT; `engine vllm` and `engine sglang`, the
-// launchers of the real engines, are not built yet and say so. Called once by main() on the
-// main thread.
+// simulated vLLM (MockEngine) until SIGTERM/SIGINT; `engine vllm` and `engine sglang` run the
+// launchers of the real engines (launcher.h). Called once by main() on the main thread.
 #pragma once
 
 #include <span>

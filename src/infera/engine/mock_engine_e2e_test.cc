@@ -254,7 +254,7 @@ TEST(MockEngineE2eTest, SigtermFinishesTheStreamInFlightAndExitsZero) {
   EXPECT_EQ(*code, 0) << engine.stderr_text();
 }
 
-TEST(MockEngineE2eTest, UsageErrorsAndLaunchersNotYet) {
+TEST(MockEngineE2eTest, UsageErrors) {
   const std::filesystem::path dir = temp_dir("usage");
   auto code = [&](std::vector<std::string> args) {
     args.insert(args.begin(), kBinary);
@@ -266,9 +266,11 @@ TEST(MockEngineE2eTest, UsageErrorsAndLaunchersNotYet) {
   EXPECT_NE(read_file(dir / "log").find("--bogus"), std::string::npos);
   EXPECT_EQ(code({"engine", "mock", "--help"}), 0);
   EXPECT_NE(read_file(dir / "log").find("--kv-events-config"), std::string::npos);
-  EXPECT_EQ(code({"engine", "vllm", "--model", "x"}), 2);
-  EXPECT_NE(read_file(dir / "log").find("not available yet"), std::string::npos);
+  // The launchers (launcher_test.cc runs them for real): a missing engine is a startup error.
+  EXPECT_EQ(code({"engine", "vllm", "--model", "x", "--vllm-bin", "/no/such/vllm"}), 1);
+  EXPECT_NE(read_file(dir / "log").find("/no/such/vllm"), std::string::npos);
   EXPECT_EQ(code({"engine", "sglang"}), 2);
+  EXPECT_NE(read_file(dir / "log").find("--model-path is required"), std::string::npos);
   EXPECT_EQ(code({"engine", "mock", "--host", "127.0.0.1", "--port", "0", "--tokenizer",
                   "/no/such/tokenizer"}),
             1);

@@ -7,6 +7,7 @@
 
 #include "infera/common/log.h"
 #include "infera/config/flags.h"
+#include "infera/engine/worker_record.h"
 
 namespace infera::engine {
 namespace json = boost::json;
@@ -261,10 +262,7 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
   }
   o.engine.enable_kv_events = o.kv_events.has_value();
 
-  if (o.advertise_host.empty()) {
-    const bool wildcard = o.host == "0.0.0.0" || o.host == "::" || o.host == "[::]" || o.host == "*";
-    o.advertise_host = wildcard ? "127.0.0.1" : o.host;
-  }
+  if (o.advertise_host.empty()) o.advertise_host = default_advertise_host(o.host);
   INFERA_RETURN_IF_ERROR(validate(o));
   return o;
 }

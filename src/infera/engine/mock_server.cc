@@ -13,6 +13,7 @@
 #include "infera/engine/openai_api.h"
 #include "infera/engine/text_codec.h"
 #include "infera/engine/vllm_metrics.h"
+#include "infera/engine/worker_record.h"
 #include "infera/events/endpoint.h"
 #include "infera/events/publisher.h"
 #include "infera/http/error.h"
@@ -24,23 +25,6 @@ namespace {
 
 constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
 constexpr size_t kMaxChoices = 1024;  // core requests per HTTP request
-
-// "tcp://0.0.0.0:5557" -> "tcp://<host>:5557": a bound wildcard is not an address to publish.
-std::string advertised_endpoint(std::string_view endpoint, std::string_view host) {
-  constexpr std::string_view kTcp = "tcp://";
-  if (!endpoint.starts_with(kTcp)) return std::string(endpoint);
-  const size_t colon = endpoint.rfind(':');
-  if (colon == std::string_view::npos || colon < kTcp.size()) return std::string(endpoint);
-  const std::string_view h = endpoint.substr(kTcp.size(), colon - kTcp.size());
-  if (h != "*" && h != "0.0.0.0" && h != "::" && h != "[::]" && h != "[*]") {
-    return std::string(endpoint);
-  }
-  return std::string(kTcp) + std::string(host) + std::string(endpoint.substr(colon));
-}
-
-std::string url_host(const std::string& host) {
-  return host.find(':') != std::string::npos && host.front() != '[' ? "[" + host + "]" : host;
-}
 
 http::Response bad_request(const Status& status, std::string_view param) {
   http::ErrorContext context;
@@ -460,7 +444,7 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
   config.enable_kv_events = o.kv_events.has_value();
   INFERA_RETURN_IF_ERROR(validate(config));
 
-  discovery::WorkerInfo& w = engine->worker_;
+  WorkerRecordParams record;
   if (o.kv_events) {
     events::KvEventPublisher::Options po;
     po.endpoint = o.kv_events->endpoint;
@@ -478,12 +462,10 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
     p.publisher = std::move(*publisher);
     // An engine that connects its PUB socket to a router's SUB has no endpoint to register.
     if (events::publisher_binds(o.kv_events->endpoint)) {
-      w.kv_endpoint = advertised_endpoint(p.publisher->endpoint(), o.advertise_host);
+      record.kv_endpoint = p.publisher->endpoint();
     }
-    if (!p.publisher->replay_endpoint().empty()) {
-      w.replay_endpoint = advertised_endpoint(p.publisher->replay_endpoint(), o.advertise_host);
-    }
-    w.topic = o.kv_events->topic;
+    record.replay_endpoint = p.publisher->replay_endpoint();
+    record.topic = o.kv_events->topic;
   }
 
   p.loop = std::make_unique<http::EventLoop>(static_cast<int>(o.io_threads));
@@ -494,8 +476,8 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
   add_vllm_collector(p.registry, [runner] { return runner->snapshot(); }, config, labels);
 
   uint16_t kv_port = 0;
-  if (const size_t colon = w.kv_endpoint.rfind(':'); colon != std::string::npos) {
-    kv_port = static_cast<uint16_t>(std::atoi(w.kv_endpoint.c_str() + colon + 1));
+  if (const size_t colon = record.kv_endpoint.rfind(':'); colon != std::string::npos) {
+    kv_port = static_cast<uint16_t>(std::atoi(record.kv_endpoint.c_str() + colon + 1));
   }
   p.api = std::make_unique<Api>(engine->options_, *p.codec, *p.runner, p.registry,
                                 o.advertise_host, kv_port);
@@ -507,12 +489,14 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
   if (!server.ok()) return server.status();
   p.server = std::move(*server);
 
-  w.url = "http://" + url_host(o.advertise_host) + ":" + std::to_string(p.server->port());
-  w.id = url_host(o.advertise_host) + ":" + std::to_string(p.server->port());
-  w.role = o.role;
-  w.block_size = config.block_size;
-  w.model = o.served_name();
-  w.engine = "mock";
+  record.advertise_host = o.advertise_host;
+  record.port = p.server->port();
+  record.role = o.role;
+  record.block_size = config.block_size;
+  record.model = o.served_name();
+  record.engine = "mock";
+  engine->worker_ = make_worker_record(record);
+  const discovery::WorkerInfo& w = engine->worker_;
 
   if (o.discovery_backend == "etcd") {
     auto endpoint = http::parse_endpoint(o.etcd_endpoint);
