@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <future>
 #include <set>
+#include <sstream>
 
 #include "tests/e2e/e2e_support.h"
 
@@ -227,6 +228,141 @@ TEST(GatewayE2eTest, RoutingFollowsTheCacheAndWeightZeroSpreadsTheLoad) {
       EXPECT_LE(n, 25) << id << " took most of the traffic:" << counts;  // mean 10, sd 2.7
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prefill/decode disaggregation (vLLM style): 2 prefill + 2 decode mock engines.
+
+// The sum of `name`'s samples whose label text contains `label` (e.g. stage="prefill").
+double metric_sum_with(std::string_view text, std::string_view name, std::string_view label) {
+  double sum = 0;
+  std::istringstream in{std::string(text)};
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with(std::string(name) + "{") || line.find(label) == std::string::npos) continue;
+    sum += std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
+  }
+  return sum;
+}
+
+struct SplitRouted {
+  std::string prefill;
+  std::string decode;
+};
+
+// One request through a split fleet; reports the prefill and the decode worker it used, once
+// the server has finished with it and has applied the prefill worker's KV events for the
+// prompt's new blocks.
+SplitRouted send_split(uint16_t server, const std::vector<uint32_t>& ids,
+                       const std::set<std::string>& prefill_ids, bool stream) {
+  SplitRouted out;
+  const std::optional<WorkerTable> before = workers(server);
+  EXPECT_TRUE(before.has_value());
+  if (!before) return out;
+  const Reply r = post(server, "/v1/completions", completion_body(ids, 2, stream));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(int_at(usage_of(r), "prompt_tokens"), static_cast<int64_t>(ids.size())) << r.body;
+  if (stream) {
+    EXPECT_NE(r.body.find("data: [DONE]"), std::string::npos) << r.body;
+  }
+  std::optional<WorkerTable> after;
+  const bool settled = eventually([&] {
+    after = workers(server);
+    if (!after) return false;
+    int64_t served = 0;
+    bool prefill_stored = false;
+    for (const auto& [id, w] : *after) {
+      if (w.inflight != 0 || w.active_requests != 0) return false;
+      const auto old = before->find(id);
+      if (old == before->end()) return false;
+      served += w.requests - old->second.requests;
+      if (prefill_ids.count(id) && w.requests > old->second.requests) {
+        prefill_stored = w.blocks_stored > old->second.blocks_stored;
+      }
+    }
+    return served == 2 && prefill_stored;
+  });
+  EXPECT_TRUE(settled) << "the server did not settle after a disaggregated request";
+  if (!after) return out;
+  for (const auto& [id, w] : *after) {
+    const auto old = before->find(id);
+    if (old == before->end() || w.requests <= old->second.requests) continue;
+    (prefill_ids.count(id) ? out.prefill : out.decode) = id;
+  }
+  return out;
+}
+
+TEST(GatewayE2eTest, DisaggregatedPrefillFollowsTheCacheAndDecodeSpreads) {
+  std::vector<std::unique_ptr<InferaProcess>> engines;
+  std::vector<std::string> ids;
+  std::set<std::string> prefill_ids;
+  std::set<std::string> decode_ids;
+  std::vector<std::string> flags = {"--router-policy", "kv-aware", "--kv-prefill-overlap-weight",
+                                    "20", "--kv-decode-overlap-weight", "2"};
+  for (int i = 0; i < 4; ++i) {
+    const std::string role = i < 2 ? "prefill" : "decode";
+    engines.push_back(start_engine("pd_" + role + std::to_string(i),
+                                   {"--speedup-ratio", "100", "--role", role}));
+    ASSERT_TRUE(engines.back()->ready());
+    ids.push_back(engines.back()->id());
+    (i < 2 ? prefill_ids : decode_ids).insert(engines.back()->id());
+    flags.push_back("--worker");
+    flags.push_back(engines.back()->worker_flag() + ",role=" + role);
+  }
+  auto server = start_server("pd_server", flags);
+  ASSERT_TRUE(server->ready());
+  ASSERT_TRUE(eventually([&] { return fleet_is(server->port(), ids); })) << server->log();
+
+  constexpr int kPdFamilies = 12;
+  constexpr int kPdRounds = 3;
+  std::vector<std::vector<std::string>> prefill_by_family(kPdFamilies);
+  std::map<std::string, int> decode_counts;
+  for (int round = 0; round < kPdRounds; ++round) {
+    for (int f = 0; f < kPdFamilies; ++f) {
+      const auto prefix = token_ids(7000 + static_cast<uint64_t>(f), 256);  // 16 shared blocks
+      const auto question = token_ids(8000 + static_cast<uint64_t>(f * 100 + round), 32);
+      const SplitRouted r = send_split(server->port(), concat(prefix, question), prefill_ids,
+                                       (f + round) % 2 == 0);
+      EXPECT_EQ(prefill_ids.count(r.prefill), 1u) << r.prefill;
+      EXPECT_EQ(decode_ids.count(r.decode), 1u) << r.decode;
+      prefill_by_family[static_cast<size_t>(f)].push_back(r.prefill);
+      ++decode_counts[r.decode];
+    }
+  }
+  // Weight 20: a family's prefills stay on the worker that holds its prefix.
+  std::set<std::string> first_prefills;
+  for (int f = 0; f < kPdFamilies; ++f) {
+    const auto& w = prefill_by_family[static_cast<size_t>(f)];
+    first_prefills.insert(w[0]);
+    for (int i = 1; i < kPdRounds; ++i) {
+      EXPECT_EQ(w[static_cast<size_t>(i)], w[0]) << "family " << f << " round " << i;
+    }
+  }
+  EXPECT_EQ(first_prefills.size(), 2u);  // new prefixes tie; ties are broken at random
+  // Decode choices use both decode workers.
+  std::string counts;
+  for (const auto& [id, n] : decode_counts) counts += " " + id + "=" + std::to_string(n);
+  std::printf("disaggregated: decode requests per worker:%s\n", counts.c_str());
+  EXPECT_EQ(decode_counts.size(), 2u) << counts;
+
+  // Both stages in the metrics, and in route-explain.
+  const Reply m = get(server->port(), "/metrics");
+  ASSERT_EQ(m.status, 200);
+  constexpr double kRequests = kPdFamilies * kPdRounds;
+  EXPECT_EQ(metric_sum_with(m.body, "infera_disagg_requests_total", "stage=\"prefill\""), kRequests)
+      << m.body;
+  EXPECT_EQ(metric_sum_with(m.body, "infera_disagg_requests_total", "stage=\"decode\""), kRequests);
+  for (const std::string& id : decode_ids) {
+    EXPECT_GE(metric_sum_with(m.body, "infera_disagg_requests_total", "worker=\"" + id + "\""), 1)
+        << id;
+  }
+  const Reply explain = post(server->port(), "/v1/admin/route-explain",
+                             completion_body(concat(token_ids(7000, 256), token_ids(1, 32)), 2));
+  ASSERT_EQ(explain.status, 200) << explain.body;
+  const json::value e = parse_json(explain.body);
+  EXPECT_EQ(string_at(e, "stages/0/stage"), "prefill") << explain.body;
+  EXPECT_EQ(string_at(e, "stages/1/stage"), "decode") << explain.body;
+  EXPECT_EQ(string_at(e, "stages/0/winner"), prefill_by_family[0][0]) << explain.body;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <boost/json.hpp>
 #include <future>
+#include <mutex>
 
 #include "infera/common/metrics.h"
 #include "infera/events/publisher.h"
@@ -22,7 +23,9 @@ namespace {
 
 using testing::eventually;
 
-enum class Mode { kOk, kFail500, kDieMidStream, kHang };
+// kPrefill answers like a vLLM prefill instance (non-streamed JSON carrying kv_transfer_params
+// naming this engine); kPrefillNoParams answers without them.
+enum class Mode { kOk, kFail500, kDieMidStream, kHang, kPrefill, kPrefillNoParams };
 
 // A fake engine: OpenAI completions as a fixed SSE stream, /v1/models, /metrics.
 class FakeEngine {
@@ -33,6 +36,17 @@ class FakeEngine {
       requests.fetch_add(1);
       last_body = r.body;
       last_request_id = std::string(r.header("X-Request-Id"));
+      {
+        std::lock_guard lock(mu);
+        bodies.push_back(r.body);
+        request_ids.push_back(last_request_id);
+      }
+      if (mode == Mode::kPrefill || mode == Mode::kPrefillNoParams) {
+        std::string answer =
+            R"({"id":"cmpl-p","object":"text_completion","choices":[{"index":0,"text":"x","finish_reason":"length"}])";
+        if (mode == Mode::kPrefill) answer += R"(,"kv_transfer_params":)" + transfer_params();
+        co_return http::Response::json(200, answer + "}");
+      }
       if (mode == Mode::kFail500) co_return http::Response::json(500, R"({"error":"boom"})");
       if (mode == Mode::kHang) {
         net::steady_timer t(co_await net::this_coro::executor);
@@ -82,6 +96,20 @@ class FakeEngine {
     s += http::kSseDone;
     return s;
   }
+  // What a kPrefill engine returns: names the engine, so a test can tell whose reached decode.
+  std::string transfer_params() const {
+    return R"({"do_remote_prefill":true,"do_remote_decode":false,"remote_block_ids":[7,8,9],)"
+           R"("remote_engine_id":"engine-)" + std::to_string(server->port()) +
+           R"(","remote_host":"127.0.0.1","remote_port":5600,"tp_size":1})";
+  }
+  std::vector<std::string> all_bodies() {
+    std::lock_guard lock(mu);
+    return bodies;
+  }
+  std::vector<std::string> all_request_ids() {
+    std::lock_guard lock(mu);
+    return request_ids;
+  }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server->port()); }
   std::string id() const { return "127.0.0.1:" + std::to_string(server->port()); }
 
@@ -92,6 +120,9 @@ class FakeEngine {
   std::string last_body;
   std::string last_request_id;
   std::promise<void> died;
+  std::mutex mu;  // guards bodies and request_ids
+  std::vector<std::string> bodies;
+  std::vector<std::string> request_ids;
 };
 
 std::vector<uint32_t> prompt_ids(uint32_t family, size_t blocks);
@@ -419,6 +450,189 @@ TEST_F(GatewayTest, AtTheInFlightCapARequestWaitsInTheQueueForAFreeSlot) {
   EXPECT_EQ(r.body, FakeEngine::full_stream());
   EXPECT_EQ(engine.requests.load(), 2);
   EXPECT_FALSE(held.get_future().get().ok());  // the first client gave up, freeing the slot
+}
+
+// ---- Prefill/decode disaggregation (vLLM style, two calls) ----
+
+boost::json::object parse_object(const std::string& text) {
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(text, ec);
+  return !ec && v.is_object() ? v.as_object() : boost::json::object{};
+}
+
+TEST_F(GatewayTest, DisaggregatedRequestsPrefillThenDecodeWithTheTransferParams) {
+  FakeEngine prefill(loop_), decode(loop_);
+  prefill.mode = Mode::kPrefill;
+  start_gateway({prefill.url() + ",role=prefill", decode.url() + ",role=decode"});
+  boost::json::object sent = parse_object(completion_body(prompt_ids(40, 2)));
+  sent["stream_options"] = boost::json::object{{"include_usage", true}};
+  sent["min_tokens"] = 2;
+  const std::string body = boost::json::serialize(sent);
+  auto r = call(http::Method::kPost, "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, FakeEngine::full_stream());  // the decode stream, byte for byte
+  EXPECT_EQ(r.header("Content-Type"), http::kSseContentType);
+
+  // The prefill call: one token, no stream, do_remote_decode.
+  const auto prefill_bodies = prefill.all_bodies();
+  ASSERT_EQ(prefill_bodies.size(), 1u);
+  const boost::json::object p = parse_object(prefill_bodies[0]);
+  EXPECT_EQ(p.at("max_tokens").to_number<int>(), 1);
+  EXPECT_EQ(p.at("stream"), false);
+  EXPECT_FALSE(p.contains("stream_options"));
+  EXPECT_FALSE(p.contains("min_tokens"));
+  EXPECT_EQ(p.at("prompt"), sent.at("prompt"));
+  EXPECT_EQ(p.at("kv_transfer_params"),
+            boost::json::parse(R"({"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,)"
+                               R"("remote_block_ids":null,"remote_host":null,"remote_port":null})"));
+
+  // The decode call: the client's body, plus the prefill's kv_transfer_params verbatim.
+  const auto decode_bodies = decode.all_bodies();
+  ASSERT_EQ(decode_bodies.size(), 1u);
+  boost::json::object d = parse_object(decode_bodies[0]);
+  EXPECT_EQ(d.at("kv_transfer_params"), boost::json::parse(prefill.transfer_params()));
+  d.erase("kv_transfer_params");
+  EXPECT_EQ(d, sent);
+  EXPECT_EQ(decode_bodies[0].rfind(body.substr(0, body.size() - 1), 0), 0u)
+      << "the client's bytes come first, unchanged: " << decode_bodies[0];
+  // One request id for both calls.
+  ASSERT_EQ(prefill.all_request_ids().size(), 1u);
+  EXPECT_FALSE(prefill.all_request_ids()[0].empty());
+  EXPECT_EQ(prefill.all_request_ids(), decode.all_request_ids());
+
+  // A non-streamed request: the decode answer reaches the client as it is.
+  auto whole = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(40, 2), false));
+  EXPECT_EQ(whole.status, 200);
+  EXPECT_EQ(whole.body, FakeEngine::full_stream());
+  EXPECT_EQ(parse_object(decode.all_bodies().back()).at("stream"), false);
+
+  const auto samples = scrape();
+  EXPECT_EQ(metrics::sum_of(samples, "infera_disagg_requests_total",
+                            {{"stage", "prefill"}, {"worker", prefill.id()}, {"status", "200"}}),
+            2);
+  EXPECT_EQ(metrics::sum_of(samples, "infera_disagg_requests_total",
+                            {{"stage", "decode"}, {"worker", decode.id()}, {"status", "200"}}),
+            2);
+  EXPECT_EQ(metrics::sum_of(samples, "infera_requests_total",
+                            {{"route", "/v1/completions"}, {"status", "200"}, {"worker", decode.id()}}),
+            2);
+  EXPECT_EQ(metrics::sum_of(samples, "infera_worker_inflight_requests"), 0);
+
+  // Route-explain shows both stages.
+  auto explain = call(http::Method::kPost, "/v1/admin/route-explain", completion_body(prompt_ids(40, 2)));
+  ASSERT_EQ(explain.status, 200) << explain.body;
+  const boost::json::object e = parse_object(explain.body);
+  EXPECT_EQ(e.at("disaggregated"), true);
+  const auto& stages = e.at("stages").as_array();
+  ASSERT_EQ(stages.size(), 2u) << explain.body;
+  EXPECT_EQ(stages[0].at("stage"), "prefill");
+  EXPECT_EQ(stages[0].at("winner"), boost::json::value(prefill.id()));
+  EXPECT_EQ(stages[1].at("stage"), "decode");
+  EXPECT_EQ(stages[1].at("winner"), boost::json::value(decode.id()));
+}
+
+TEST_F(GatewayTest, DisaggregatedPrefillFailureRetriesAnotherPrefillWorker) {
+  FakeEngine bad(loop_), good(loop_), decode(loop_);
+  bad.mode = Mode::kFail500;
+  good.mode = Mode::kPrefill;
+  start_gateway({bad.url() + ",role=prefill", good.url() + ",role=prefill", decode.url() + ",role=decode"});
+  // Until the failing prefill worker has been tried once (ties are broken at random).
+  for (int i = 0; i < 30 && bad.requests.load() == 0; ++i) {
+    auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(41, 1)));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.body, FakeEngine::full_stream());
+  }
+  ASSERT_GE(bad.requests.load(), 1);
+  EXPECT_EQ(decode.requests.load(), good.requests.load());
+  // Every decode call carried the working prefill worker's parameters.
+  for (const std::string& b : decode.all_bodies()) {
+    EXPECT_EQ(parse_object(b).at("kv_transfer_params"), boost::json::parse(good.transfer_params()));
+  }
+  const auto samples = scrape();
+  EXPECT_GE(metrics::sum_of(samples, "infera_upstream_retries_total"), 1);
+  EXPECT_GE(metrics::sum_of(samples, "infera_disagg_requests_total",
+                            {{"stage", "prefill"}, {"worker", bad.id()}, {"status", "500"}}),
+            1);
+}
+
+TEST_F(GatewayTest, DisaggregatedWithEveryPrefillWorkerDownIsAnOpenAiError) {
+  FakeEngine bad(loop_), decode(loop_);
+  bad.mode = Mode::kFail500;
+  start_gateway({bad.url() + ",role=prefill", decode.url() + ",role=decode"});
+  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(42, 1)));
+  EXPECT_TRUE(r.status == 502 || r.status == 503) << r.status;
+  EXPECT_TRUE(parse_object(r.body).at("error").at("message").is_string()) << r.body;
+  EXPECT_EQ(decode.requests.load(), 0);
+}
+
+TEST_F(GatewayTest, DisaggregatedWithoutTransferParamsDecodeComputesThePrompt) {
+  FakeEngine prefill(loop_), decode(loop_);
+  prefill.mode = Mode::kPrefillNoParams;
+  start_gateway({prefill.url() + ",role=prefill", decode.url() + ",role=decode"});
+  const std::string body = completion_body(prompt_ids(43, 2));
+  auto r = call(http::Method::kPost, "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, FakeEngine::full_stream());
+  EXPECT_EQ(prefill.requests.load(), 1);
+  EXPECT_EQ(decode.last_body, body);  // the client's body, unchanged: no kv_transfer_params
+}
+
+TEST_F(GatewayTest, AFleetWithOnlyOnePoolIsRoutedAsAggregated) {
+  FakeEngine decode(loop_);
+  start_gateway({decode.url() + ",role=decode"});
+  const std::string body = completion_body(prompt_ids(44, 1));
+  auto r = call(http::Method::kPost, "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, FakeEngine::full_stream());
+  EXPECT_EQ(decode.last_body, body);
+  EXPECT_EQ(decode.requests.load(), 1);
+}
+
+TEST_F(GatewayTest, DisaggregatedClientThatLeavesReleasesBothWorkers) {
+  FakeEngine prefill(loop_), decode(loop_);
+  start_gateway({prefill.url() + ",role=prefill", decode.url() + ",role=decode"});
+  auto give_up = [&] {
+    http::Client short_client(http::ClientOptions{.response_timeout = std::chrono::milliseconds(300)});
+    std::promise<Status> p;
+    http::Request r;
+    r.method = http::Method::kPost;
+    r.target = "/v1/completions";
+    r.body = completion_body(prompt_ids(45, 2));
+    net::co_spawn(loop_.context(), [&]() -> net::awaitable<void> {
+      auto resp = co_await short_client.request(endpoint_, std::move(r));
+      p.set_value(resp.status());
+    }, net::detached);
+    EXPECT_FALSE(p.get_future().get().ok());  // the client gave up waiting
+  };
+  auto idle = [&] {
+    auto w = call(http::Method::kGet, "/v1/admin/workers");
+    if (w.status != 200) return false;
+    const boost::json::value table = boost::json::parse(w.body);
+    for (const auto& row : table.at("workers").as_array()) {
+      if (row.at("active_requests").to_number<int>() != 0) return false;
+      if (row.at("inflight_requests").to_number<int>() != 0) return false;
+    }
+    return true;
+  };
+  // The client leaves while the prefill call is pending: it is cancelled, decode never called.
+  prefill.mode = Mode::kHang;
+  give_up();
+  EXPECT_TRUE(eventually([&] { return prefill.cancelled.load() == 1; }, std::chrono::seconds(10)));
+  EXPECT_TRUE(eventually(idle));
+  EXPECT_EQ(decode.requests.load(), 0);
+  // The client leaves during the decode call: both workers' load is released.
+  prefill.mode = Mode::kPrefill;
+  decode.mode = Mode::kHang;
+  give_up();
+  EXPECT_TRUE(eventually([&] { return decode.cancelled.load() == 1; }, std::chrono::seconds(10)));
+  EXPECT_TRUE(eventually(idle));
+  const auto samples = scrape();
+  EXPECT_EQ(metrics::sum_of(samples, "infera_disagg_requests_total",
+                            {{"stage", "prefill"}, {"status", "499"}}),
+            1);
+  EXPECT_EQ(metrics::sum_of(samples, "infera_disagg_requests_total",
+                            {{"stage", "decode"}, {"status", "499"}}),
+            1);
 }
 
 }  // namespace

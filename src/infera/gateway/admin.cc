@@ -117,10 +117,8 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
   kv::compute_seq_hashes(*ids, g.config.block_size, kv::kHashSeed, hashes);
   const auto view = g.fleet->view();
   json::array stages;
-  const bool disaggregated = std::any_of(view->members.begin(), view->members.end(),
-                                         [](const FleetMember& m) {
-                                           return m.info.role == discovery::Role::kPrefill;
-                                         });
+  // A split fleet (prefill and decode pools) shows both stages' tables, as a request is routed.
+  const bool disaggregated = g.fleet->split(*view, parsed->model);
   std::vector<routing::Stage> wanted;
   if (disaggregated) {
     wanted = {routing::Stage::kPrefill, routing::Stage::kDecode};
@@ -161,6 +159,7 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
   json::object root;
   root["prompt_tokens"] = ids->size();
   root["block_size"] = g.config.block_size;
+  root["disaggregated"] = disaggregated;
   root["stages"] = std::move(stages);
   co_return json_response(200, root);
 }

@@ -41,6 +41,8 @@ struct GatewayMetrics {
   metrics::Counter& predicted_hit_tokens;
   // requests by route, status and worker ("" when no worker was involved).
   void count_request(std::string_view route, int status, std::string_view worker);
+  // calls of disaggregated requests by stage ("prefill", "decode"), worker and status.
+  void count_disagg(std::string_view stage, std::string_view worker, int status);
 };
 
 struct GatewayContext {

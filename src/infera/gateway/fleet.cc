@@ -12,9 +12,11 @@
 namespace infera::gateway {
 namespace {
 
-bool role_fits(discovery::Role role, routing::Stage stage) {
+// `split`: the model's fleet has both a prefill and a decode pool. A fleet that is not split
+// routes every worker as aggregated (a lone prefill or decode pool still serves whole requests).
+bool role_fits(discovery::Role role, routing::Stage stage, bool split) {
   switch (stage) {
-    case routing::Stage::kAggregated: return role == discovery::Role::kBoth;
+    case routing::Stage::kAggregated: return role == discovery::Role::kBoth || !split;
     case routing::Stage::kPrefill: return role == discovery::Role::kPrefill;
     case routing::Stage::kDecode: return role == discovery::Role::kDecode;
   }
@@ -161,9 +163,10 @@ void Fleet::candidates(const FleetView& view, std::string_view model, routing::S
   const int64_t now = clock_.now().count();
   std::vector<kv::WorkerId> backing_off;
   bool capped = false;
+  const bool split_fleet = stage == routing::Stage::kAggregated && split(view, model);
   for (const FleetMember& m : view.members) {
     if (m.rt->refused.load(std::memory_order_relaxed)) continue;
-    if (!role_fits(m.info.role, stage)) continue;
+    if (!role_fits(m.info.role, stage, split_fleet)) continue;
     if (std::find(skip.begin(), skip.end(), m.slot) != skip.end()) continue;
     if (!m.serves(model)) continue;
     if (options_.max_inflight_per_worker != 0 &&
@@ -179,6 +182,18 @@ void Fleet::candidates(const FleetView& view, std::string_view model, routing::S
   }
   if (out.empty()) out = std::move(backing_off);
   if (at_capacity) *at_capacity = out.empty() && capped;
+}
+
+bool Fleet::split(const FleetView& view, std::string_view model) const {
+  bool prefill = false;
+  bool decode = false;
+  for (const FleetMember& m : view.members) {
+    if (m.info.role == discovery::Role::kBoth) continue;
+    if (m.rt->refused.load(std::memory_order_relaxed) || !m.serves(model)) continue;
+    prefill = prefill || m.info.role == discovery::Role::kPrefill;
+    decode = decode || m.info.role == discovery::Role::kDecode;
+  }
+  return prefill && decode;
 }
 
 void Fleet::record_success(const FleetMember& m) const {

@@ -90,6 +90,12 @@ class Fleet {
                   const std::vector<kv::WorkerId>& skip, std::vector<kv::WorkerId>& out,
                   bool* at_capacity = nullptr) const;
 
+  // The model's fleet is disaggregated: it has routable prefill-role and decode-role workers
+  // (refused workers do not count; backoff and the in-flight cap do). Requests are then served
+  // in two calls (inference.cc); workers of role "both" are not used for them. A fleet with
+  // only one of the two pools is not split: its workers are routed as aggregated ones.
+  bool split(const FleetView& view, std::string_view model) const;
+
   void record_success(const FleetMember& member) const;
   void record_failure(const FleetMember& member) const;
 

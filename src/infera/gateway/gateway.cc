@@ -48,6 +48,17 @@ void GatewayMetrics::count_request(std::string_view route, int status, std::stri
       .inc();
 }
 
+void GatewayMetrics::count_disagg(std::string_view stage, std::string_view worker, int status) {
+  registry
+      .counter("infera_disagg_requests_total",
+               "Calls of disaggregated requests by stage (prefill, decode), worker and status "
+               "(an HTTP status; 502 a failed call, 499 the client left).",
+               {{"stage", std::string(stage)},
+                {"worker", std::string(worker)},
+                {"status", std::to_string(status)}})
+      .inc();
+}
+
 GatewayContext::GatewayContext(const config::ServerConfig& c)
     : config(c),
       index(kv::KvIndex::Options{c.block_size, 1024}),
