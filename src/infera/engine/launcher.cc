@@ -213,21 +213,8 @@ Result<LauncherOptions> parse_launcher_flags(EngineKind kind, std::span<const st
 
   if (discovery_backend.empty()) discovery_backend = o.etcd_endpoint.empty() ? "static" : "etcd";
   o.discovery_backend = discovery_backend;
-  if (o.discovery_backend == "etcd") {
-    if (o.etcd_endpoint.empty()) {
-      return invalid_argument("--discovery-backend etcd needs --etcd-endpoint HOST:PORT");
-    }
-    INFERA_RETURN_IF_ERROR(config::parse_host_port(o.etcd_endpoint).status());
-    if (o.etcd_lease_ttl_s < 2 || o.etcd_lease_ttl_s > 3600) {
-      return invalid_argument("--etcd-lease-ttl-s must be 2..3600");
-    }
-  } else if (o.discovery_backend == "k8s" || o.discovery_backend == "kubernetes") {
-    return unimplemented("--discovery-backend " + o.discovery_backend +
-                         " is not supported yet (use static or etcd)");
-  } else if (o.discovery_backend != "static") {
-    return invalid_argument("unknown --discovery-backend '" + o.discovery_backend +
-                            "' (supported: static, etcd)");
-  }
+  INFERA_RETURN_IF_ERROR(
+      validate_registration_flags(o.discovery_backend, o.etcd_endpoint, o.etcd_lease_ttl_s));
 
   // KV events: vLLM's JSON given, or the endpoint flags (free ports where unset).
   const bool endpoint_flags = f.was_set("--kv-events-port") ||

@@ -1,5 +1,7 @@
 #include "infera/engine/worker_record.h"
 
+#include "infera/config/flags.h"
+
 namespace infera::engine {
 
 bool is_wildcard_host(std::string_view host) {
@@ -41,6 +43,26 @@ discovery::WorkerInfo make_worker_record(const WorkerRecordParams& p) {
   w.model = p.model;
   w.engine = p.engine;
   return w;
+}
+
+Status validate_registration_flags(const std::string& backend, const std::string& etcd_endpoint,
+                                   uint32_t lease_ttl_s) {
+  if (backend == "etcd") {
+    if (etcd_endpoint.empty()) {
+      return invalid_argument("--discovery-backend etcd needs --etcd-endpoint HOST:PORT");
+    }
+    INFERA_RETURN_IF_ERROR(config::parse_host_port(etcd_endpoint).status());
+    if (lease_ttl_s < 2 || lease_ttl_s > 3600) {
+      return invalid_argument("--etcd-lease-ttl-s must be 2..3600");
+    }
+  } else if (backend == "k8s" || backend == "kubernetes") {
+    return unimplemented("--discovery-backend " + backend +
+                         " is not supported yet (use static or etcd)");
+  } else if (backend != "static") {
+    return invalid_argument("unknown --discovery-backend '" + backend +
+                            "' (supported: static, etcd)");
+  }
+  return ok_status();
 }
 
 }  // namespace infera::engine
