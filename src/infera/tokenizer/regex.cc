@@ -107,6 +107,31 @@ class Translator {
     return ok_status();
   }
 
+  // The escapes read the same way in and out of a class: \uXXXX, \p{..}/\P{..}, and any
+  // other escaped character copied as it is. At `\`, with i_ on it.
+  Status common_escape() {
+    switch (p_[i_ + 1]) {
+      case 'u':
+        if (i_ + 6 <= p_.size() && is_hex(p_[i_ + 2]) && is_hex(p_[i_ + 3]) &&
+            is_hex(p_[i_ + 4]) && is_hex(p_[i_ + 5])) {
+          out_ += "\\x{";
+          out_.append(p_.substr(i_ + 2, 4));
+          out_ += "}";
+          i_ += 6;
+          return ok_status();
+        }
+        return unsupported(p_, "\\u without four hex digits");
+      case 'p':
+      case 'P':
+        return property(out_);
+      default:
+        out_.push_back('\\');
+        ++i_;
+        copy_char();
+        return ok_status();
+    }
+  }
+
   Status escape() {
     if (i_ + 1 >= p_.size()) return unsupported(p_, "trailing backslash");
     const char e = p_[i_ + 1];
@@ -131,24 +156,8 @@ class Translator {
         i_ += 2;
         return ok_status();
       }
-      case 'u':
-        if (i_ + 6 <= p_.size() && is_hex(p_[i_ + 2]) && is_hex(p_[i_ + 3]) &&
-            is_hex(p_[i_ + 4]) && is_hex(p_[i_ + 5])) {
-          out_ += "\\x{";
-          out_.append(p_.substr(i_ + 2, 4));
-          out_ += "}";
-          i_ += 6;
-          return ok_status();
-        }
-        return unsupported(p_, "\\u without four hex digits");
-      case 'p':
-      case 'P':
-        return property(out_);
       default:
-        out_.push_back('\\');
-        ++i_;
-        copy_char();
-        return ok_status();
+        return common_escape();
     }
   }
 
@@ -232,24 +241,8 @@ class Translator {
       case 'H': return unsupported(p_, "\\H inside a class");
       case 'v': out_ += "\\x{0B}"; i_ += 2; return ok_status();
       case 'b': out_ += "\\x{08}"; i_ += 2; return ok_status();
-      case 'u':
-        if (i_ + 6 <= p_.size() && is_hex(p_[i_ + 2]) && is_hex(p_[i_ + 3]) &&
-            is_hex(p_[i_ + 4]) && is_hex(p_[i_ + 5])) {
-          out_ += "\\x{";
-          out_.append(p_.substr(i_ + 2, 4));
-          out_ += "}";
-          i_ += 6;
-          return ok_status();
-        }
-        return unsupported(p_, "\\u without four hex digits");
-      case 'p':
-      case 'P':
-        return property(out_);
       default:
-        out_.push_back('\\');
-        ++i_;
-        copy_char();
-        return ok_status();
+        return common_escape();
     }
   }
 
