@@ -34,11 +34,14 @@ bool hop_by_hop(std::string_view name) {
   return false;
 }
 
-http::Request upstream_request(const http::Request& client, const std::string& request_id) {
+// The upstream request: the client's method, target and end-to-end headers, our request id,
+// and `body` (the client's own, or a stage's rewrite of it).
+http::Request upstream_request(const http::Request& client, const std::string& request_id,
+                               const std::string& body) {
   http::Request up;
   up.method = client.method;
   up.target = client.target;
-  up.body = client.body;  // forwarded unchanged
+  up.body = body;
   for (const http::Header& h : client.headers) {
     if (!hop_by_hop(h.name) && !http::iequals(h.name, "x-request-id")) up.headers.push_back(h);
   }
@@ -217,6 +220,136 @@ Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, const OpenA
 
 namespace {
 
+// The client's answer for a request that fails here (never reached a worker, or every attempt
+// failed): the OpenAI error, the request id, the request counted.
+http::Response fail_response(GatewayContext& g, const RoutedRequest& r, const Status& s,
+                             http::ErrorContext ctx, std::string_view worker = {}) {
+  http::Response resp = http::error_response(s, ctx);
+  resp.headers.push_back({"X-Request-Id", r.request_id});
+  g.metrics.count_request(r.route, resp.status, worker);
+  return resp;
+}
+
+// No candidate for `stage` ("" for an aggregated request, else "prefill " / "decode ").
+http::Response shed_response(GatewayContext& g, const RoutedRequest& r, const FleetView& view,
+                             Pick pick, std::string_view stage) {
+  const std::string who = "every " + std::string(stage) + "worker";
+  if (pick == Pick::kQueueFull) {
+    return fail_response(g, r,
+                         resource_exhausted(who + " is at its in-flight limit and the queue is "
+                                                  "full; retry later"),
+                         {.origin = http::ErrorOrigin::kServer});
+  }
+  if (pick == Pick::kAtCapacity) {
+    return fail_response(g, r, resource_exhausted(who + " is at its in-flight limit; retry later"),
+                         {.origin = http::ErrorOrigin::kServer});
+  }
+  return fail_response(g, r,
+                       unavailable(view.members.empty()
+                                       ? std::string("no worker is registered")
+                                       : "no " + std::string(stage) +
+                                             "worker can serve this request now"),
+                       {.origin = http::ErrorOrigin::kServer});
+}
+
+// The first routing decision of a request: how much of the prompt the chosen worker caches.
+void record_prediction(GatewayContext& g, const RoutedRequest& r, const routing::Decision& d) {
+  if (d.request_blocks == 0) return;
+  g.metrics.predicted_hit_ratio.observe(static_cast<double>(d.chosen().cache_hits) /
+                                        static_cast<double>(d.request_blocks));
+  g.metrics.prompt_tokens.inc(static_cast<double>(r.prompt_tokens));
+  g.metrics.predicted_hit_tokens.inc(static_cast<double>(d.chosen().cache_hits) *
+                                     g.config.block_size);
+}
+
+// Routes among `stage`'s workers and relays one upstream exchange (`body`) to the client: an
+// aggregated request, or the decode stage of a disaggregated one. A worker that fails before
+// the first byte is marked and the next best is tried (up to --retries); after it, the client
+// gets an OpenAI error event and the stream ends (proxy::forward). An empty `body` sends the
+// client's own.
+net::awaitable<http::Response> relay(GatewayContext& g, http::Request& request,
+                                     http::ResponseWriter& out,
+                                     std::shared_ptr<const FleetView> view, RoutedRequest r,
+                                     routing::Stage stage, std::string body) {
+  const bool decode = stage == routing::Stage::kDecode;
+  const std::string_view label = decode ? "decode " : "";
+  auto count = [&](const FleetMember& m, int status) {
+    if (decode) g.metrics.count_disagg("decode", m.info.id, status);
+    g.metrics.count_request(r.route, status, m.info.id);
+  };
+  std::vector<kv::WorkerId> tried;
+  std::vector<kv::WorkerId> candidates;
+  Status last_error = unavailable("no " + std::string(label) + "worker is available");
+  for (uint32_t attempt = 0; attempt <= g.config.retries; ++attempt) {
+    const Pick pick = co_await wait_for_candidates(g, view, r.model, stage, tried, attempt == 0,
+                                                   r.deadline, &candidates);
+    if (pick != Pick::kOk) {
+      if (attempt > 0) break;
+      co_return shed_response(g, r, *view, pick, label);
+    }
+    const Nanos t_score = g.clock.now();
+    auto routed = g.router->route(r.hashes, r.prompt_tokens, candidates, stage);
+    g.metrics.score.observe(to_seconds(g.clock.now() - t_score));
+    if (!routed.ok()) co_return fail_response(g, r, routed.status(), {});
+    HeldTicket ticket(*g.router);
+    ticket.hold(routed->ticket);
+    const routing::Decision& d = routed->decision;
+    const FleetMember* member = view->by_slot(d.worker());
+    if (member == nullptr) {  // cannot happen: candidates come from this view
+      co_return fail_response(g, r, internal_error("routing chose an unknown worker"), {});
+    }
+    if (attempt == 0 && !decode) record_prediction(g, r, d);
+    INFERA_LOG(kDebug, "gateway").msg("routed").kv("request_id", r.request_id)
+        .kv("stage", routing::stage_name(stage)).kv("worker", member->info.id)
+        .kv("hits", d.chosen().cache_hits).kv("blocks", d.request_blocks)
+        .kv("active", d.chosen().active_blocks).kv("cost", d.chosen().cost)
+        .kv("attempt", attempt);
+
+    http::Request up = upstream_request(request, r.request_id, body.empty() ? request.body : body);
+    proxy::ForwardOptions fo;
+    fo.deadline = r.deadline;
+    InflightCall call(*member);
+    proxy::ForwardOutcome outcome =
+        co_await proxy::forward(*g.upstream, member->endpoint, std::move(up), out, fo, g.clock);
+    call.end();
+    ticket.release();
+
+    switch (outcome.result) {
+      case proxy::ForwardResult::kCompleted:
+        g.fleet->record_success(*member);
+        g.metrics.ttft.observe(to_seconds(outcome.first_byte - r.start));
+        g.metrics.duration.observe(to_seconds(g.clock.now() - r.start));
+        count(*member, outcome.upstream_status);
+        co_return http::Response{};
+      case proxy::ForwardResult::kBrokenStream:
+        g.fleet->record_failure(*member);
+        INFERA_LOG(kWarn, "gateway").msg("worker failed mid-stream")
+            .kv("request_id", r.request_id).kv("stage", routing::stage_name(stage))
+            .kv("worker", member->info.id).kv("error", outcome.error.message());
+        count(*member, 502);
+        co_return http::Response{};
+      case proxy::ForwardResult::kClientGone:
+        count(*member, 499);
+        co_return http::Response{};
+      case proxy::ForwardResult::kRetryable:
+        g.fleet->record_failure(*member);
+        g.metrics.retries.inc();
+        if (decode) g.metrics.count_disagg("decode", member->info.id, 502);
+        INFERA_LOG(kWarn, "gateway").msg("worker failed before the first byte; trying another")
+            .kv("request_id", r.request_id).kv("stage", routing::stage_name(stage))
+            .kv("worker", member->info.id).kv("error", outcome.error.message());
+        last_error = outcome.error;
+        tried.push_back(member->slot);
+        if (g.clock.now() > r.deadline) {
+          last_error = deadline_exceeded("the request deadline passed while retrying");
+          attempt = g.config.retries;  // stop
+        }
+        break;
+    }
+  }
+  co_return fail_response(g, r, last_error, {.origin = http::ErrorOrigin::kUpstream});
+}
+
 // A request on a split fleet: prefill among the prefill workers (prefill weight), then decode
 // among the decode workers (decode weight). Both workers carry the prompt's blocks as active
 // load until the request ends. A prefill worker that fails before answering is replaced by
@@ -225,26 +358,8 @@ net::awaitable<http::Response> serve_disaggregated(GatewayContext& g, http::Requ
                                                    http::ResponseWriter& out,
                                                    std::shared_ptr<const FleetView> view,
                                                    RoutedRequest r) {
-  auto fail = [&](const Status& s, http::ErrorContext ctx, std::string_view worker = {}) {
-    http::Response resp = http::error_response(s, ctx);
-    resp.headers.push_back({"X-Request-Id", r.request_id});
-    g.metrics.count_request(r.route, resp.status, worker);
-    return resp;
-  };
-  auto shed = [&](Pick pick, std::string_view stage) {
-    if (pick == Pick::kQueueFull) {
-      return fail(resource_exhausted("every " + std::string(stage) +
-                                     " worker is at its in-flight limit and the queue is full; "
-                                     "retry later"),
-                  {.origin = http::ErrorOrigin::kServer});
-    }
-    if (pick == Pick::kAtCapacity) {
-      return fail(resource_exhausted("every " + std::string(stage) +
-                                     " worker is at its in-flight limit; retry later"),
-                  {.origin = http::ErrorOrigin::kServer});
-    }
-    return fail(unavailable("no " + std::string(stage) + " worker can serve this request now"),
-                {.origin = http::ErrorOrigin::kServer});
+  auto fail = [&](const Status& s, http::ErrorContext ctx) {
+    return fail_response(g, r, s, ctx);
   };
 
   // Stage 1: prefill.
@@ -260,7 +375,7 @@ net::awaitable<http::Response> serve_disaggregated(GatewayContext& g, http::Requ
                                                    tried, attempt == 0, r.deadline, &candidates);
     if (pick != Pick::kOk) {
       if (attempt > 0) break;
-      co_return shed(pick, "prefill");
+      co_return shed_response(g, r, *view, pick, "prefill ");
     }
     const Nanos t_score = g.clock.now();
     auto routed = g.router->route(r.hashes, r.prompt_tokens, candidates, routing::Stage::kPrefill);
@@ -270,19 +385,12 @@ net::awaitable<http::Response> serve_disaggregated(GatewayContext& g, http::Requ
     const routing::Decision& d = routed->decision;
     const FleetMember* member = view->by_slot(d.worker());
     if (member == nullptr) co_return fail(internal_error("routing chose an unknown worker"), {});
-    if (attempt == 0 && d.request_blocks > 0) {
-      g.metrics.predicted_hit_ratio.observe(static_cast<double>(d.chosen().cache_hits) /
-                                            static_cast<double>(d.request_blocks));
-      g.metrics.prompt_tokens.inc(static_cast<double>(r.prompt_tokens));
-      g.metrics.predicted_hit_tokens.inc(static_cast<double>(d.chosen().cache_hits) *
-                                         g.config.block_size);
-    }
+    if (attempt == 0) record_prediction(g, r, d);
     INFERA_LOG(kDebug, "gateway").msg("routed prefill").kv("request_id", r.request_id)
         .kv("worker", member->info.id).kv("hits", d.chosen().cache_hits)
         .kv("blocks", d.request_blocks).kv("cost", d.chosen().cost).kv("attempt", attempt);
 
-    http::Request up = upstream_request(request, r.request_id);
-    up.body = prefill_request_body;
+    http::Request up = upstream_request(request, r.request_id, prefill_request_body);
     InflightCall call(*member);
     auto answer = co_await g.upstream->request(member->endpoint, std::move(up));
     call.end();
@@ -333,77 +441,9 @@ net::awaitable<http::Response> serve_disaggregated(GatewayContext& g, http::Requ
   if (!prefilled) co_return fail(last_error, {.origin = http::ErrorOrigin::kUpstream});
 
   // Stage 2: decode, relayed to the client.
-  const std::string decode_request_body = params ? decode_body(request.body, *params) : request.body;
-  tried.clear();
-  last_error = unavailable("no decode worker is available");
-  for (uint32_t attempt = 0; attempt <= g.config.retries; ++attempt) {
-    const Pick pick = co_await wait_for_candidates(g, view, r.model, routing::Stage::kDecode,
-                                                   tried, attempt == 0, r.deadline, &candidates);
-    if (pick != Pick::kOk) {
-      if (attempt > 0) break;
-      co_return shed(pick, "decode");
-    }
-    const Nanos t_score = g.clock.now();
-    auto routed = g.router->route(r.hashes, r.prompt_tokens, candidates, routing::Stage::kDecode);
-    g.metrics.score.observe(to_seconds(g.clock.now() - t_score));
-    if (!routed.ok()) co_return fail(routed.status(), {});
-    HeldTicket decode_ticket(*g.router);
-    decode_ticket.hold(routed->ticket);
-    const routing::Decision& d = routed->decision;
-    const FleetMember* member = view->by_slot(d.worker());
-    if (member == nullptr) co_return fail(internal_error("routing chose an unknown worker"), {});
-    INFERA_LOG(kDebug, "gateway").msg("routed decode").kv("request_id", r.request_id)
-        .kv("worker", member->info.id).kv("active", d.chosen().active_blocks)
-        .kv("cost", d.chosen().cost).kv("attempt", attempt)
-        .kv("kv_transfer_params", params.has_value());
-
-    http::Request up = upstream_request(request, r.request_id);
-    up.body = decode_request_body;
-    proxy::ForwardOptions fo;
-    fo.deadline = r.deadline;
-    InflightCall call(*member);
-    proxy::ForwardOutcome outcome =
-        co_await proxy::forward(*g.upstream, member->endpoint, std::move(up), out, fo, g.clock);
-    call.end();
-    decode_ticket.release();
-
-    switch (outcome.result) {
-      case proxy::ForwardResult::kCompleted:
-        g.fleet->record_success(*member);
-        g.metrics.ttft.observe(to_seconds(outcome.first_byte - r.start));
-        g.metrics.duration.observe(to_seconds(g.clock.now() - r.start));
-        g.metrics.count_disagg("decode", member->info.id, outcome.upstream_status);
-        g.metrics.count_request(r.route, outcome.upstream_status, member->info.id);
-        co_return http::Response{};
-      case proxy::ForwardResult::kBrokenStream:
-        g.fleet->record_failure(*member);
-        INFERA_LOG(kWarn, "gateway").msg("decode worker failed mid-stream")
-            .kv("request_id", r.request_id).kv("worker", member->info.id)
-            .kv("error", outcome.error.message());
-        g.metrics.count_disagg("decode", member->info.id, 502);
-        g.metrics.count_request(r.route, 502, member->info.id);
-        co_return http::Response{};
-      case proxy::ForwardResult::kClientGone:
-        g.metrics.count_disagg("decode", member->info.id, 499);
-        g.metrics.count_request(r.route, 499, member->info.id);
-        co_return http::Response{};
-      case proxy::ForwardResult::kRetryable:
-        g.fleet->record_failure(*member);
-        g.metrics.retries.inc();
-        g.metrics.count_disagg("decode", member->info.id, 502);
-        INFERA_LOG(kWarn, "gateway").msg("decode worker failed before the first byte; trying another")
-            .kv("request_id", r.request_id).kv("worker", member->info.id)
-            .kv("error", outcome.error.message());
-        last_error = outcome.error;
-        tried.push_back(member->slot);
-        if (g.clock.now() > r.deadline) {
-          last_error = deadline_exceeded("the request deadline passed while retrying");
-          attempt = g.config.retries;  // stop
-        }
-        break;
-    }
-  }
-  co_return fail(last_error, {.origin = http::ErrorOrigin::kUpstream});
+  std::string decode_request_body = params ? decode_body(request.body, *params) : request.body;
+  co_return co_await relay(g, request, out, std::move(view), std::move(r), routing::Stage::kDecode,
+                           std::move(decode_request_body));
 }
 
 }  // namespace
@@ -456,105 +496,20 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   g.metrics.tokenize.observe(to_seconds(tokenize_time));
   g.metrics.hash.observe(to_seconds(hash_time));
 
-  const Nanos deadline = start + from_seconds(g.config.request_timeout_s);
+  RoutedRequest r;
+  r.route = route;
+  r.request_id = request_id;
+  r.model = parsed->model;
+  r.prompt_tokens = static_cast<uint32_t>(ids->size());
+  r.hashes = std::move(hashes);
+  r.start = start;
+  r.deadline = start + from_seconds(g.config.request_timeout_s);
   if (g.fleet->split(*view, parsed->model)) {
-    RoutedRequest r;
-    r.route = route;
-    r.request_id = request_id;
-    r.model = parsed->model;
-    r.prompt_tokens = static_cast<uint32_t>(ids->size());
-    r.hashes = std::move(hashes);
-    r.start = start;
-    r.deadline = deadline;
     co_return co_await serve_disaggregated(g, request, out, view, std::move(r));
   }
-
-  std::vector<kv::WorkerId> tried;
-  std::vector<kv::WorkerId> candidates;
-  Status last_error = unavailable("no worker is available");
-  for (uint32_t attempt = 0; attempt <= g.config.retries; ++attempt) {
-    // Every worker at its in-flight cap: wait in the bounded queue for a slot, up to the
-    // first-byte deadline; a full queue or a wait that runs out sheds with 429.
-    const Pick pick = co_await wait_for_candidates(g, view, parsed->model,
-                                                   routing::Stage::kAggregated, tried, attempt == 0,
-                                                   deadline, &candidates);
-    if (pick == Pick::kQueueFull) {
-      co_return fail(resource_exhausted("every worker is at its in-flight limit and the queue "
-                                        "is full; retry later"),
-                     {.origin = http::ErrorOrigin::kServer});
-    }
-    if (pick != Pick::kOk) {
-      if (attempt > 0) break;
-      if (pick == Pick::kAtCapacity) {
-        co_return fail(resource_exhausted("every worker is at its in-flight limit; retry later"),
-                       {.origin = http::ErrorOrigin::kServer});
-      }
-      co_return fail(unavailable(view->members.empty() ? "no worker is registered"
-                                                        : "no worker can serve this request now"),
-                     {.origin = http::ErrorOrigin::kServer});
-    }
-    const Nanos t_score = g.clock.now();
-    auto routed = g.router->route(hashes, static_cast<uint32_t>(ids->size()), candidates);
-    g.metrics.score.observe(to_seconds(g.clock.now() - t_score));
-    if (!routed.ok()) co_return fail(routed.status(), {});
-    const routing::Decision& d = routed->decision;
-    const FleetMember* member = view->by_slot(d.worker());
-    if (member == nullptr) {  // cannot happen: candidates come from this view
-      g.router->release(routed->ticket);
-      co_return fail(internal_error("routing chose an unknown worker"), {});
-    }
-    if (attempt == 0 && d.request_blocks > 0) {
-      g.metrics.predicted_hit_ratio.observe(static_cast<double>(d.chosen().cache_hits) /
-                                            static_cast<double>(d.request_blocks));
-      g.metrics.prompt_tokens.inc(static_cast<double>(ids->size()));
-      g.metrics.predicted_hit_tokens.inc(static_cast<double>(d.chosen().cache_hits) *
-                                         g.config.block_size);
-    }
-    INFERA_LOG(kDebug, "gateway").msg("routed").kv("request_id", request_id)
-        .kv("worker", member->info.id).kv("hits", d.chosen().cache_hits)
-        .kv("blocks", d.request_blocks).kv("cost", d.chosen().cost).kv("attempt", attempt);
-
-    member->rt->inflight.fetch_add(1, std::memory_order_relaxed);
-    member->rt->requests.fetch_add(1, std::memory_order_relaxed);
-    proxy::ForwardOptions fo;
-    fo.deadline = deadline;
-    proxy::ForwardOutcome outcome = co_await proxy::forward(
-        *g.upstream, member->endpoint, upstream_request(request, request_id), out, fo, g.clock);
-    member->rt->inflight.fetch_sub(1, std::memory_order_relaxed);
-    g.router->release(routed->ticket);
-
-    switch (outcome.result) {
-      case proxy::ForwardResult::kCompleted:
-        g.fleet->record_success(*member);
-        g.metrics.ttft.observe(to_seconds(outcome.first_byte - start));
-        g.metrics.duration.observe(to_seconds(g.clock.now() - start));
-        g.metrics.count_request(route, outcome.upstream_status, member->info.id);
-        co_return http::Response{};
-      case proxy::ForwardResult::kBrokenStream:
-        g.fleet->record_failure(*member);
-        INFERA_LOG(kWarn, "gateway").msg("worker failed mid-stream").kv("request_id", request_id)
-            .kv("worker", member->info.id).kv("error", outcome.error.message());
-        g.metrics.count_request(route, 502, member->info.id);
-        co_return http::Response{};
-      case proxy::ForwardResult::kClientGone:
-        g.metrics.count_request(route, 499, member->info.id);
-        co_return http::Response{};
-      case proxy::ForwardResult::kRetryable:
-        g.fleet->record_failure(*member);
-        g.metrics.retries.inc();
-        INFERA_LOG(kWarn, "gateway").msg("worker failed before the first byte; trying another")
-            .kv("request_id", request_id).kv("worker", member->info.id)
-            .kv("error", outcome.error.message());
-        last_error = outcome.error;
-        tried.push_back(member->slot);
-        if (g.clock.now() > deadline) {
-          last_error = deadline_exceeded("the request deadline passed while retrying");
-          attempt = g.config.retries;  // stop
-        }
-        break;
-    }
-  }
-  co_return fail(last_error, {.origin = http::ErrorOrigin::kUpstream});
+  std::string client_body;  // empty: relay sends the client's own body
+  co_return co_await relay(g, request, out, view, std::move(r), routing::Stage::kAggregated,
+                           std::move(client_body));
 }
 
 }  // namespace infera::gateway
