@@ -7,13 +7,9 @@
 // router, so the repeat must be routed to that worker and hit its cache.
 // Prints one JSON summary line and exits 0, or prints the failure and exits 1.
 // Usage: node tests/tools/gateway/openai_client.mjs SERVER_URL MODEL
-import { createRequire } from "node:module";
-import { join, dirname } from "node:path";
-import { fileURLToPath } from "node:url";
+import { openai, check, makeClient, readCompletionStream, readChatStream } from "../openai_common.mjs";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const require = createRequire(join(here, "..", "..", "node", "package.json"));
-const { OpenAI, APIError, NotFoundError, BadRequestError } = require("openai");
+const { APIError, NotFoundError, BadRequestError } = openai;
 
 const [baseURL, model] = process.argv.slice(2);
 if (!baseURL || !model) {
@@ -21,11 +17,7 @@ if (!baseURL || !model) {
   process.exit(2);
 }
 
-function check(cond, what) {
-  if (!cond) throw new Error(`check failed: ${what}`);
-}
-
-const client = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
+const client = makeClient(baseURL);
 const summary = {};
 
 // The server's routing view of a request body, without routing it.
@@ -85,19 +77,7 @@ summary.completion_prompt_tokens = completion.usage.prompt_tokens;
 const stream = await client.completions.create({
   model, prompt, max_tokens: 12, ignore_eos: true, stream: true, stream_options: { include_usage: true },
 });
-let streamed = "";
-let chunks = 0;
-let usage = null;
-let finish = null;
-for await (const chunk of stream) {
-  check(chunk.object === "text_completion", "stream chunk object");
-  if (chunk.usage) usage = chunk.usage;
-  for (const c of chunk.choices) {
-    streamed += c.text;
-    chunks += 1;
-    if (c.finish_reason) finish = c.finish_reason;
-  }
-}
+const { streamed, chunks, usage, finish } = await readCompletionStream(stream);
 // The engine detokenizes incrementally (as vLLM does): a token that ends inside a UTF-8
 // character is held back and sent with the next, so 12 tokens may come in fewer chunks.
 check(chunks >= 1 && chunks <= 12, `12 streamed tokens in at most 12 chunks (got ${chunks})`);
@@ -128,19 +108,7 @@ summary.chat_prompt_tokens = chat.usage.prompt_tokens;
 const chatStream = await client.chat.completions.create({
   model, messages, max_tokens: 10, ignore_eos: true, stream: true, stream_options: { include_usage: true },
 });
-let content = "";
-let role = null;
-let chatUsage = null;
-let chatFinish = null;
-for await (const chunk of chatStream) {
-  check(chunk.object === "chat.completion.chunk", "chat chunk object");
-  if (chunk.usage) chatUsage = chunk.usage;
-  for (const c of chunk.choices) {
-    if (c.delta.role) role = c.delta.role;
-    if (c.delta.content) content += c.delta.content;
-    if (c.finish_reason) chatFinish = c.finish_reason;
-  }
-}
+const { content, role, usage: chatUsage, finish: chatFinish } = await readChatStream(chatStream);
 check(role === "assistant", "chat stream role");
 check(content === chat.choices[0].message.content, "chat stream content equals non-stream content");
 check(chatFinish === "length", "chat stream finish_reason");
