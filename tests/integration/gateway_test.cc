@@ -373,6 +373,83 @@ TEST_F(GatewayTest, CacheViewValidatesTheWorkerId) {
   EXPECT_EQ(call(http::Method::kGet, "/v1/admin/cache-view/..%2f..%2fetc").status, 400);
 }
 
+TEST_F(GatewayTest, AdminAndMetricsCanLiveOnTheirOwnTokenProtectedListener) {
+  FakeEngine engine(loop_);
+  start_gateway({engine.url()},
+                {"--admin-host", "127.0.0.1", "--admin-port", "0", "--admin-token", "s3cret"});
+  ASSERT_NE(gateway_->admin_port(), 0);
+  ASSERT_NE(gateway_->admin_port(), gateway_->port());
+  const http::Headers auth = {{"Authorization", "Bearer s3cret"}};
+  // The public listener serves inference and health, and no admin or metrics route.
+  EXPECT_EQ(call(http::Method::kGet, "/metrics", {}, auth).status, 404);
+  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers", {}, auth).status, 404);
+  EXPECT_EQ(call(http::Method::kGet, "/health").status, 200);
+  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(9, 1))).status, 200);
+  // The admin listener wants the token, and serves no inference.
+  const http::Endpoint main = endpoint_;
+  endpoint_ = http::Endpoint{"127.0.0.1", gateway_->admin_port()};
+  EXPECT_EQ(call(http::Method::kGet, "/metrics").status, 401);
+  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers").status, 401);
+  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers", {}, auth).status, 200);
+  EXPECT_EQ(metrics::sum_of(scrape(auth), "infera_requests_total",
+                            {{"route", "/v1/completions"}, {"status", "200"}}),
+            1);
+  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/cache-view/" + engine.id(), {}, auth).body,
+            R"({"worker_id":")" + engine.id() + R"(","block_count":0})");
+  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(9, 1)), auth).status,
+            404);
+  endpoint_ = main;
+}
+
+// Each request limit answers with its status and an OpenAI error naming the field, before any
+// worker sees the request.
+TEST_F(GatewayTest, PromptMessageAndDepthLimitsGetOpenAiErrors) {
+  FakeEngine engine(loop_);
+  start_gateway({engine.url()},
+                {"--max-prompt-tokens", "32", "--max-messages", "2", "--max-json-depth", "6"});
+  auto expect_error = [&](const std::string& target, const std::string& body,
+                          const std::string& param) {
+    auto r = call(http::Method::kPost, target, body);
+    EXPECT_EQ(r.status, 400) << body << " -> " << r.body;
+    boost::system::error_code ec;
+    auto v = boost::json::parse(r.body, ec);
+    ASSERT_FALSE(ec) << r.body;
+    EXPECT_EQ(v.at("error").at("type").as_string(), "invalid_request_error") << r.body;
+    if (!param.empty()) {
+      EXPECT_EQ(v.at("error").at("param").as_string(), param) << r.body;
+    }
+  };
+  std::vector<uint32_t> ids(33, 5);
+  expect_error("/v1/completions", completion_body(ids), "prompt");
+  const std::string msg = R"({"role":"user","content":"hi"})";
+  expect_error("/v1/chat/completions",
+               R"({"model":"fake-model","messages":[)" + msg + "," + msg + "," + msg + "]}",
+               "messages");
+  expect_error("/v1/completions", R"({"model":"fake-model","prompt":[1],"x":[[[[[[[1]]]]]]]})", "");
+  EXPECT_EQ(engine.requests.load(), 0);
+  // Just inside every limit: served.
+  ids.resize(32);
+  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_body(ids)).status, 200);
+  EXPECT_EQ(engine.requests.load(), 1);
+}
+
+// A stream that outlives --request-timeout-s ends with an OpenAI error event, and the worker's
+// request is cancelled (no leaked load).
+TEST_F(GatewayTest, AStreamPastTheRequestTimeoutEndsWithAnErrorEvent) {
+  FakeEngine engine(loop_);
+  engine.mode = Mode::kDieMidStream;  // sends one chunk, then nothing for 30 s
+  start_gateway({engine.url()}, {"--request-timeout-s", "1"});
+  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(10, 1)));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body.rfind(FakeEngine::chunk(0), 0), 0u);  // the first chunk came through
+  EXPECT_NE(r.body.find("data: {\"error\""), std::string::npos) << r.body;
+  EXPECT_TRUE(r.body.ends_with(http::kSseDone)) << r.body;
+  ASSERT_TRUE(eventually([&] {
+    return metrics::sum_of(scrape(), "infera_worker_inflight_requests", {{"worker", engine.id()}}) == 0 &&
+           metrics::sum_of(scrape(), "infera_worker_active_blocks", {{"worker", engine.id()}}) == 0;
+  }));
+}
+
 TEST_F(GatewayTest, AWorkerWithAnotherBlockSizeIsRefused) {
   FakeEngine wrong(loop_, 32), right(loop_, 16);
   start_gateway({wrong.url(), right.url()});

@@ -101,6 +101,25 @@ TEST(ServerConfigTest, UnsupportedBackendsAreClearStartupErrors) {
   EXPECT_FALSE(parse_server_flags(args({"--discovery-backend", "etcd"}), &help, &text).ok());
 }
 
+TEST(ServerConfigTest, TheAdminListenerNeedsBothHostAndPort) {
+  bool help = false;
+  std::string text;
+  auto parse = [&](std::vector<std::string> extra) {
+    std::vector<std::string> all = {"--worker", "http://a:1"};
+    all.insert(all.end(), extra.begin(), extra.end());
+    return parse_server_flags(all, &help, &text);
+  };
+  EXPECT_FALSE(parse({"--admin-host", "127.0.0.1"}).ok());
+  EXPECT_FALSE(parse({"--admin-port", "9000"}).ok());
+  EXPECT_FALSE(parse({"--admin-host", "127.0.0.1", "--admin-port", "70000"}).ok());
+  auto any = parse({"--admin-host", "127.0.0.1", "--admin-port", "0"});
+  ASSERT_TRUE(any.ok()) << any.status().to_string();
+  EXPECT_EQ(any->admin_port, 0);
+  auto none = parse({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->admin_host.empty());
+}
+
 TEST(ServerConfigTest, HelpListsContractFlags) {
   bool help = false;
   std::string text;

@@ -52,8 +52,12 @@ Status validate(const ServerConfig& c) {
     if (!(t > 0)) return invalid_argument("timeouts must be > 0 seconds");
   }
   if (c.active_block_ttl_s <= 0) return invalid_argument("--active-block-ttl-s must be > 0");
-  if (!c.admin_host.empty() && c.admin_port == 0) {
+  if (!c.admin_host.empty() && c.admin_port < 0) {
     return invalid_argument("--admin-host needs --admin-port");
+  }
+  if (c.admin_port > 65535) return invalid_argument("--admin-port must be 0..65535");
+  if (c.admin_host.empty() && c.admin_port >= 0) {
+    return invalid_argument("--admin-port needs --admin-host");
   }
   return ok_status();
 }
@@ -126,7 +130,7 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
   f.add("--admin-token", &c.admin_token,
         "require 'Authorization: Bearer TOKEN' on /v1/admin/* and /metrics", "TOKEN");
   f.add("--admin-host", &c.admin_host, "serve admin and metrics on a separate listener", "HOST");
-  f.add("--admin-port", &c.admin_port, "port of the separate admin listener", "PORT");
+  f.add("--admin-port", &c.admin_port, "port of the separate admin listener (0: any free port, logged)", "PORT");
   f.add("--log-level", &c.log_level, "debug, info (default), warn or error", "LEVEL");
   INFERA_RETURN_IF_ERROR(f.parse(args));
   *help_requested = f.help_requested();

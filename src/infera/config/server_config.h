@@ -54,7 +54,7 @@ struct ServerConfig {
   // Admin API
   std::string admin_token;  // bearer token for /v1/admin/* and /metrics when set
   std::string admin_host;   // separate listener for admin + metrics when set
-  uint32_t admin_port = 0;
+  int64_t admin_port = -1;  // -1: not set; 0: any free port (logged at startup)
   std::string log_level = "info";
 };
 

@@ -10,6 +10,17 @@ bool is_event_stream(std::string_view content_type) {
   return content_type.rfind(http::kSseContentType, 0) == 0;
 }
 
+// What is left of `deadline` on `clock`, rounded up to whole milliseconds (a socket timer's unit).
+std::chrono::milliseconds time_left(Nanos deadline, const Clock& clock) {
+  const Nanos now = clock.now();
+  if (now >= deadline) return std::chrono::milliseconds(0);
+  const Nanos left = deadline - now;
+  if (left > std::chrono::duration_cast<Nanos>(std::chrono::hours(24 * 365))) {
+    return std::chrono::milliseconds::max();
+  }
+  return std::chrono::ceil<std::chrono::milliseconds>(left);
+}
+
 }  // namespace
 
 std::string_view forward_result_name(ForwardResult result) {
@@ -45,7 +56,7 @@ net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
   }
 
   // Hold the header back until the first piece of body.
-  Result<std::string_view> piece = co_await up.read();
+  Result<std::string_view> piece = co_await up.read(time_left(options.deadline, clock));
   if (!piece.ok()) {
     up.close();
     o.error = piece.status();
@@ -83,10 +94,16 @@ net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
       o.result = ForwardResult::kClientGone;
       co_return o;
     }
-    if (clock.now() > options.deadline) {
+    // The read waits no longer than the request's deadline (a silent worker would otherwise hold
+    // the stream for the whole idle timeout).
+    if (clock.now() >= options.deadline) {
       piece = deadline_exceeded("request deadline exceeded");
     } else {
-      piece = co_await up.read();
+      piece = co_await up.read(time_left(options.deadline, clock));
+      if (!piece.ok() && piece.status().code() == StatusCode::kDeadlineExceeded &&
+          clock.now() >= options.deadline) {
+        piece = deadline_exceeded("request deadline exceeded");
+      }
     }
     if (piece.ok()) continue;
     if (out.client_gone() || piece.status().code() == StatusCode::kCancelled) {
