@@ -1,5 +1,7 @@
 // infera: one binary, one subcommand per process kind (ARCHITECTURE section 1).
 // Thin by design: pick the subcommand, hand it the remaining arguments, return its exit code.
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <cstring>
 #include <span>
@@ -82,6 +84,16 @@ void print_help(std::FILE* out) {
   std::fprintf(out, "\nRun `infera <command> --help` for the flags of one command.\n");
 }
 
+// Servers, engines and load generators hold a socket or two per open stream, thousands of
+// them: raise the descriptor soft limit to the hard one (which only the administrator can raise).
+void raise_fd_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,6 +118,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     const std::vector<std::string> args(argv + 2, argv + argc);
+    raise_fd_limit();
     return s.run(args);
   }
   std::fprintf(stderr, "infera: unknown command '%.*s' (see `infera --help`)\n",

@@ -30,6 +30,10 @@ int run_bench_command(std::span<const std::string> args) {
   f.add("--rate", &rate, "open-loop arrival rate, requests/s (synthetic workloads)", "R");
   f.add("--rate-scale", &rate_scale, "trace speed-up factor (default 1)", "X");
   f.add("--concurrency", &o.concurrency, "closed loop with C requests in flight", "C");
+  f.add("--ramp-s", &o.ramp_s,
+        "closed loop: start the C senders evenly over this many seconds (default 0: at once; "
+        "thousands of connects at once overflow the listen backlog)",
+        "SECONDS");
   f.add("--model", &o.model, "model name to send (default: the first the server lists)", "M");
   f.add("--groups", &w.groups, "prefix-families: number of shared prompts (default 8)", "G");
   f.add("--system-tokens", &w.system_tokens, "shared prompt length (default 2048)", "P");
@@ -52,6 +56,10 @@ int run_bench_command(std::span<const std::string> args) {
   }
   if (url.empty() || trace.empty() == workload_name.empty()) {
     std::fprintf(stderr, "infera bench: give --url and exactly one of --trace or --workload\n");
+    return 2;
+  }
+  if (o.ramp_s < 0 || (o.ramp_s > 0 && o.concurrency == 0)) {
+    std::fprintf(stderr, "infera bench: --ramp-s needs --concurrency and must be >= 0\n");
     return 2;
   }
   if (rate >= 0 && o.concurrency > 0) {

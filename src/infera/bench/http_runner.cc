@@ -148,7 +148,8 @@ class Runner {
         }
       }
       for (uint32_t c = 0; c < o_.concurrency; ++c) {
-        net::co_spawn(loop_.context(), closed_loop_worker(), net::detached);
+        const double start_s = o_.ramp_s * c / o_.concurrency;
+        net::co_spawn(loop_.context(), closed_loop_worker(start_s), net::detached);
       }
     }
     const bool tty = o_.progress && ::isatty(STDERR_FILENO);
@@ -192,7 +193,8 @@ class Runner {
     }
   }
 
-  net::awaitable<void> closed_loop_worker() {
+  net::awaitable<void> closed_loop_worker(double start_s) {
+    co_await pause_until(start_s);
     for (;;) {
       std::optional<size_t> next;
       {

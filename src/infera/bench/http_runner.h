@@ -21,6 +21,7 @@ struct HttpRunOptions {
   std::string url;                // http://host:port of the server (or an engine)
   std::string model;              // "" -> the first model the server lists
   uint32_t concurrency = 0;       // 0: open loop at the workload's arrival times
+  double ramp_s = 0;              // closed loop: start the C senders evenly over this many seconds
   std::string admin_token;        // for the server's /v1/admin/workers when protected
   std::chrono::seconds request_timeout{600};
   bool progress = true;           // a progress bar on stderr when it is a terminal

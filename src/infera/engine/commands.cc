@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <chrono>
 #include <csignal>
@@ -26,15 +25,6 @@ constexpr const char* kUsage =
     "Run `infera engine <mock|vllm|sglang> --help` for their flags; the launchers pass\n"
     "unknown flags to the engine and print the command with --dry-run.\n";
 
-// Thousands of concurrent streams need as many descriptors: raise the soft limit to the hard one.
-void raise_fd_limit() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    (void)::setrlimit(RLIMIT_NOFILE, &limit);
-  }
-}
-
 int run_mock(std::span<const std::string> args) {
   bool help_requested = false;
   std::string help;
@@ -48,7 +38,6 @@ int run_mock(std::span<const std::string> args) {
     return 0;
   }
   set_log_level(*parse_log_level(options->log_level));
-  raise_fd_limit();
 
   // Every thread started from here on inherits the mask, so the signals reach sigwait below and
   // shutdown runs on this thread, outside any handler.

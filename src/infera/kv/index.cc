@@ -202,17 +202,17 @@ ApplyResult KvIndex::apply(const StoredEvent& event) {
   const bool tokenless = event.token_ids.empty();
   // Validation that needs no state, before taking any lock.
   ApplyResult verdict = ApplyResult::kApplied;
-  if (num_blocks == 0) {
-    verdict = ApplyResult::kMalformed;
-  } else if (tokenless) {
+  if (num_blocks == 0 || (tokenless && event.medium == Medium::kGpu)) {
     // Only lower tiers may announce blocks without tokens (CPU offload); they are residency.
-    if (event.medium == Medium::kGpu) verdict = ApplyResult::kMalformed;
-  } else if (event.block_size != options_.block_size) {
-    verdict = ApplyResult::kBlockSizeMismatch;
-  } else if (event.token_ids.size() % options_.block_size != 0) {
-    verdict = ApplyResult::kPartialBlock;
-  } else if (event.token_ids.size() / options_.block_size != num_blocks) {
     verdict = ApplyResult::kMalformed;
+  } else if (!tokenless) {
+    if (event.block_size != options_.block_size) {
+      verdict = ApplyResult::kBlockSizeMismatch;
+    } else if (event.token_ids.size() % options_.block_size != 0) {
+      verdict = ApplyResult::kPartialBlock;
+    } else if (event.token_ids.size() / options_.block_size != num_blocks) {
+      verdict = ApplyResult::kMalformed;
+    }
   }
   if (verdict != ApplyResult::kApplied) {
     count(verdict);
