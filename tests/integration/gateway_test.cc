@@ -248,6 +248,8 @@ class GatewayTest : public ::testing::Test {
     if (gateway_) gateway_->shutdown(std::chrono::milliseconds(1000));
   }
 
+  int call_until_tried(FakeEngine& bad, uint32_t family);
+
   http::EventLoop loop_{2};
   http::Client client_;
   std::unique_ptr<gateway::Gateway> gateway_;
@@ -696,6 +698,19 @@ TEST_F(GatewayTest, DisaggregatedClientThatLeavesReleasesBothWorkers) {
 
 // ---- Prefill/decode disaggregation (SGLang style, one body to both at once) ----
 
+// Sends requests until the failing worker `bad` was tried once (ties are broken at random);
+// every one must still be answered with the good pair's stream. Returns how many were sent.
+int GatewayTest::call_until_tried(FakeEngine& bad, uint32_t family) {
+  int answered = 0;
+  for (int i = 0; i < 30 && bad.requests.load() == 0; ++i) {
+    auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(family, 1)));
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.body, FakeEngine::full_stream());
+    ++answered;
+  }
+  return answered;
+}
+
 TEST_F(GatewayTest, SglangPairGetsTheSameBootstrapBodyAtOnceAndDecodeStreams) {
   RoomBoard board;
   FakeEngine prefill(loop_), decode(loop_);
@@ -760,13 +775,7 @@ TEST_F(GatewayTest, SglangPrefillFailureStopsTheDecodeCallAndRetriesAnotherPair)
   decode.mode = Mode::kSglangDecode;
   start_gateway({bad.url() + ",role=prefill,engine=sglang", good.url() + ",role=prefill,engine=sglang",
                  decode.url() + ",role=decode,engine=sglang"});
-  int answered = 0;
-  for (int i = 0; i < 30 && bad.requests.load() == 0; ++i) {
-    auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(51, 1)));
-    ASSERT_EQ(r.status, 200) << r.body;
-    EXPECT_EQ(r.body, FakeEngine::full_stream());
-    ++answered;
-  }
+  const int answered = call_until_tried(bad, 51);
   ASSERT_GE(bad.requests.load(), 1);
   // The decode call of a failed pair waits for a room nobody prefilled: it was stopped (or
   // never reached the engine), not left to time out.
@@ -790,13 +799,7 @@ TEST_F(GatewayTest, SglangDecodeFailureStopsThePrefillCallAndRetriesAnotherPair)
   good.mode = Mode::kSglangDecode;
   start_gateway({prefill.url() + ",role=prefill,engine=sglang",
                  bad.url() + ",role=decode,engine=sglang", good.url() + ",role=decode,engine=sglang"});
-  int answered = 0;
-  for (int i = 0; i < 30 && bad.requests.load() == 0; ++i) {
-    auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(52, 1)));
-    ASSERT_EQ(r.status, 200) << r.body;
-    EXPECT_EQ(r.body, FakeEngine::full_stream());
-    ++answered;
-  }
+  const int answered = call_until_tried(bad, 52);
   ASSERT_GE(bad.requests.load(), 1);
   // The prefill call of a failed pair holds a room no decode joins: it was stopped (or never
   // reached the engine), not left to time out.
