@@ -231,7 +231,7 @@ TEST(GatewayE2eTest, RoutingFollowsTheCacheAndWeightZeroSpreadsTheLoad) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Prefill/decode disaggregation (vLLM style): 2 prefill + 2 decode mock engines.
+// Prefill/decode disaggregation: 2 prefill + 2 decode mock engines.
 
 // The sum of `name`'s samples whose label text contains `label` (e.g. stage="prefill").
 double metric_sum_with(std::string_view text, std::string_view name, std::string_view label) {
@@ -292,24 +292,35 @@ SplitRouted send_split(uint16_t server, const std::vector<uint32_t>& ids,
   return out;
 }
 
-TEST(GatewayE2eTest, DisaggregatedPrefillFollowsTheCacheAndDecodeSpreads) {
+// Both protocols (shared/wire/KV_EVENTS.md section 4), with real etcd: the engines register
+// their role and protocol (an SGLang-style prefill also its bootstrap port), the server pairs
+// them and speaks the protocol; the decode engines pull the prefill's blocks and announce them.
+class DisaggregatedE2eTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DisaggregatedE2eTest, PrefillFollowsTheCacheAndDecodeSpreadsTheLoad) {
+  const std::string protocol = GetParam();
+  auto etcd = testing::EtcdProcess::start();
+  ASSERT_TRUE(etcd.ok()) << etcd.status().to_string();
+  const std::vector<std::string> etcd_flags = {"--discovery-backend", "etcd", "--etcd-endpoint",
+                                               etcd->endpoint()};
   std::vector<std::unique_ptr<InferaProcess>> engines;
   std::vector<std::string> ids;
   std::set<std::string> prefill_ids;
   std::set<std::string> decode_ids;
-  std::vector<std::string> flags = {"--router-policy", "kv-aware", "--kv-prefill-overlap-weight",
-                                    "20", "--kv-decode-overlap-weight", "2"};
   for (int i = 0; i < 4; ++i) {
     const std::string role = i < 2 ? "prefill" : "decode";
-    engines.push_back(start_engine("pd_" + role + std::to_string(i),
-                                   {"--speedup-ratio", "100", "--role", role}));
+    std::vector<std::string> flags = etcd_flags;
+    flags.insert(flags.end(), {"--speedup-ratio", "100", "--role", role, "--pd-protocol", protocol,
+                               "--disaggregation-bootstrap-port", "0"});
+    engines.push_back(start_engine("pd_" + protocol + "_" + role + std::to_string(i), flags));
     ASSERT_TRUE(engines.back()->ready());
     ids.push_back(engines.back()->id());
     (i < 2 ? prefill_ids : decode_ids).insert(engines.back()->id());
-    flags.push_back("--worker");
-    flags.push_back(engines.back()->worker_flag() + ",role=" + role);
   }
-  auto server = start_server("pd_server", flags);
+  std::vector<std::string> server_flags = etcd_flags;
+  server_flags.insert(server_flags.end(), {"--router-policy", "kv-aware", "--kv-prefill-overlap-weight",
+                                           "20", "--kv-decode-overlap-weight", "2"});
+  auto server = start_server("pd_server_" + protocol, server_flags);
   ASSERT_TRUE(server->ready());
   ASSERT_TRUE(eventually([&] { return fleet_is(server->port(), ids); })) << server->log();
 
@@ -321,14 +332,29 @@ TEST(GatewayE2eTest, DisaggregatedPrefillFollowsTheCacheAndDecodeSpreads) {
     for (int f = 0; f < kPdFamilies; ++f) {
       const auto prefix = token_ids(7000 + static_cast<uint64_t>(f), 256);  // 16 shared blocks
       const auto question = token_ids(8000 + static_cast<uint64_t>(f * 100 + round), 32);
-      const SplitRouted r = send_split(server->port(), concat(prefix, question), prefill_ids,
-                                       (f + round) % 2 == 0);
+      const auto prompt = concat(prefix, question);
+      const bool stream = (f + round) % 2 == 0;
+      const SplitRouted r = send_split(server->port(), prompt, prefill_ids, stream);
       EXPECT_EQ(prefill_ids.count(r.prefill), 1u) << r.prefill;
       EXPECT_EQ(decode_ids.count(r.decode), 1u) << r.decode;
       prefill_by_family[static_cast<size_t>(f)].push_back(r.prefill);
       ++decode_counts[r.decode];
     }
   }
+  // The answer is the decode engine's, token for token what an aggregated engine gives.
+  {
+    const auto prompt = concat(token_ids(7000, 256), token_ids(9999, 32));
+    const Reply split = post(server->port(), "/v1/completions", completion_body(prompt, 4));
+    ASSERT_EQ(split.status, 200) << split.body;
+    auto alone = start_engine("pd_" + protocol + "_reference", {"--speedup-ratio", "100"});
+    ASSERT_TRUE(alone->ready());
+    const Reply direct = post(alone->port(), "/v1/completions", completion_body(prompt, 4));
+    ASSERT_EQ(direct.status, 200) << direct.body;
+    EXPECT_EQ(string_at(parse_json(split.body), "choices/0/text"),
+              string_at(parse_json(direct.body), "choices/0/text"));
+    EXPECT_EQ(int_at(usage_of(split), "completion_tokens"), 4);
+  }
+
   // Weight 20: a family's prefills stay on the worker that holds its prefix.
   std::set<std::string> first_prefills;
   for (int f = 0; f < kPdFamilies; ++f) {
@@ -339,16 +365,17 @@ TEST(GatewayE2eTest, DisaggregatedPrefillFollowsTheCacheAndDecodeSpreads) {
     }
   }
   EXPECT_EQ(first_prefills.size(), 2u);  // new prefixes tie; ties are broken at random
-  // Decode choices use both decode workers.
+  // Weight 2: decode choices use both decode workers.
   std::string counts;
   for (const auto& [id, n] : decode_counts) counts += " " + id + "=" + std::to_string(n);
-  std::printf("disaggregated: decode requests per worker:%s\n", counts.c_str());
+  std::printf("disaggregated (%s): decode requests per worker:%s\n", protocol.c_str(),
+              counts.c_str());
   EXPECT_EQ(decode_counts.size(), 2u) << counts;
 
-  // Both stages in the metrics, and in route-explain.
+  // Both stages in the server's metrics, and in route-explain.
   const Reply m = get(server->port(), "/metrics");
   ASSERT_EQ(m.status, 200);
-  constexpr double kRequests = kPdFamilies * kPdRounds;
+  constexpr double kRequests = kPdFamilies * kPdRounds + 1;
   EXPECT_EQ(metric_sum_with(m.body, "infera_disagg_requests_total", "stage=\"prefill\""), kRequests)
       << m.body;
   EXPECT_EQ(metric_sum_with(m.body, "infera_disagg_requests_total", "stage=\"decode\""), kRequests);
@@ -360,10 +387,31 @@ TEST(GatewayE2eTest, DisaggregatedPrefillFollowsTheCacheAndDecodeSpreads) {
                              completion_body(concat(token_ids(7000, 256), token_ids(1, 32)), 2));
   ASSERT_EQ(explain.status, 200) << explain.body;
   const json::value e = parse_json(explain.body);
+  EXPECT_EQ(string_at(e, "protocol"), protocol) << explain.body;
   EXPECT_EQ(string_at(e, "stages/0/stage"), "prefill") << explain.body;
   EXPECT_EQ(string_at(e, "stages/1/stage"), "decode") << explain.body;
   EXPECT_EQ(string_at(e, "stages/0/winner"), prefill_by_family[0][0]) << explain.body;
+
+  // The decode engines pulled the prefill's blocks (their /metrics) and announced them (the
+  // server's mirror of their KV events); the prefill engines hold nothing once pulled.
+  const std::optional<WorkerTable> table = workers(server->port());
+  ASSERT_TRUE(table.has_value());
+  for (const auto& engine : engines) {
+    const Reply em = get(engine->port(), "/metrics");
+    ASSERT_EQ(em.status, 200);
+    if (decode_ids.count(engine->id())) {
+      EXPECT_GE(metric_sum(em.body, "infera_engine_kv_pulls_total"), 1) << engine->id();
+      EXPECT_GT(metric_sum(em.body, "infera_engine_kv_pulled_blocks_total"), 0) << engine->id();
+      EXPECT_GT(table->at(engine->id()).blocks_stored, 0) << engine->id();
+    } else {
+      EXPECT_EQ(metric_sum(em.body, "infera_engine_kv_pulls_total"), 0) << engine->id();
+      EXPECT_EQ(metric_sum(em.body, "infera_engine_kv_held_requests"), 0) << engine->id();
+    }
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Protocols, DisaggregatedE2eTest, ::testing::Values("vllm", "sglang"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // ---------------------------------------------------------------------------------------------
 // 3. etcd discovery: join, SIGTERM, SIGKILL mid-stream, lease expiry.

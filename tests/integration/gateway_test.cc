@@ -6,6 +6,8 @@
 #include <atomic>
 #include <boost/json.hpp>
 #include <future>
+#include <set>
+#include <map>
 #include <mutex>
 
 #include "infera/common/metrics.h"
@@ -24,8 +26,49 @@ namespace {
 using testing::eventually;
 
 // kPrefill answers like a vLLM prefill instance (non-streamed JSON carrying kv_transfer_params
-// naming this engine); kPrefillNoParams answers without them.
-enum class Mode { kOk, kFail500, kDieMidStream, kHang, kPrefill, kPrefillNoParams };
+// naming this engine); kPrefillNoParams answers without them. kSglangPrefill and kSglangDecode
+// play SGLang's pair through a RoomBoard: the prefill marks its bootstrap room prefilled and
+// answers once a decode joined the room; the decode waits for the room to be prefilled, joins
+// it and streams. Either waits at most 10 s, so only a router that sends both calls at once
+// gets an answer.
+enum class Mode { kOk, kFail500, kDieMidStream, kHang, kPrefill, kPrefillNoParams, kSglangPrefill,
+                  kSglangDecode };
+
+// SGLang's bootstrap rooms as the fake engines see them: room -> 1 prefilled, 2 joined.
+struct RoomBoard {
+  std::mutex mu;
+  std::map<std::string, int> rooms;
+  void set(const std::string& room, int state) {
+    std::lock_guard lock(mu);
+    rooms[room] = std::max(rooms[room], state);
+  }
+  int get(const std::string& room) {
+    std::lock_guard lock(mu);
+    auto it = rooms.find(room);
+    return it == rooms.end() ? 0 : it->second;
+  }
+};
+
+std::string room_of(const std::string& body) {
+  boost::system::error_code ec;
+  const boost::json::value v = boost::json::parse(body, ec);
+  const boost::json::value* room = ec || !v.is_object() ? nullptr : v.get_object().if_contains("bootstrap_room");
+  return room ? boost::json::serialize(*room) : std::string();
+}
+
+// Waits (bounded, 10 s) until the board shows `room` in `state`: kJoined, kCancelled (the
+// caller, the gateway, went away) or kTimedOut.
+enum class RoomWait { kJoined, kCancelled, kTimedOut };
+net::awaitable<RoomWait> wait_for_room(RoomBoard* board, std::string room, int state) {
+  net::steady_timer t(co_await net::this_coro::executor);
+  for (int i = 0; i < 5000; ++i) {
+    if (board->get(room) >= state) co_return RoomWait::kJoined;
+    t.expires_after(std::chrono::milliseconds(2));
+    auto [ec] = co_await t.async_wait(use_nothrow);
+    if (ec) co_return RoomWait::kCancelled;
+  }
+  co_return RoomWait::kTimedOut;
+}
 
 // A fake engine: OpenAI completions as a fixed SSE stream, /v1/models, /metrics.
 class FakeEngine {
@@ -40,6 +83,20 @@ class FakeEngine {
         std::lock_guard lock(mu);
         bodies.push_back(r.body);
         request_ids.push_back(last_request_id);
+      }
+      if (mode == Mode::kSglangPrefill || mode == Mode::kSglangDecode) {
+        const std::string room = room_of(r.body);
+        const bool prefill = mode == Mode::kSglangPrefill;
+        if (prefill) board->set(room, 1);
+        const RoomWait waited = co_await wait_for_room(board, room, prefill ? 2 : 1);
+        if (waited != RoomWait::kJoined) {
+          (waited == RoomWait::kCancelled ? cancelled : timed_out).fetch_add(1);
+          co_return http::Response::json(500, R"({"error":"bootstrap room timed out"})");
+        }
+        if (prefill) {
+          co_return http::Response::json(200, R"({"id":"cmpl-p","object":"text_completion","choices":[{"index":0,"text":"x","finish_reason":"length"}]})");
+        }
+        board->set(room, 2);
       }
       if (mode == Mode::kPrefill || mode == Mode::kPrefillNoParams) {
         std::string answer =
@@ -114,9 +171,11 @@ class FakeEngine {
   std::string id() const { return "127.0.0.1:" + std::to_string(server->port()); }
 
   std::unique_ptr<http::Server> server;
+  RoomBoard* board = nullptr;  // for the kSglang* modes
   std::atomic<Mode> mode{Mode::kOk};
   std::atomic<int> requests{0};
   std::atomic<int> cancelled{0};
+  std::atomic<int> timed_out{0};  // kSglang* waits that ran out
   std::string last_body;
   std::string last_request_id;
   std::promise<void> died;
@@ -188,6 +247,8 @@ class GatewayTest : public ::testing::Test {
   void TearDown() override {
     if (gateway_) gateway_->shutdown(std::chrono::milliseconds(1000));
   }
+
+  int call_until_tried(FakeEngine& bad, uint32_t family);
 
   http::EventLoop loop_{2};
   http::Client client_;
@@ -710,6 +771,152 @@ TEST_F(GatewayTest, DisaggregatedClientThatLeavesReleasesBothWorkers) {
   EXPECT_EQ(metrics::sum_of(samples, "infera_disagg_requests_total",
                             {{"stage", "decode"}, {"status", "499"}}),
             1);
+}
+
+// ---- Prefill/decode disaggregation (SGLang style, one body to both at once) ----
+
+// Sends requests until the failing worker `bad` was tried once (ties are broken at random);
+// every one must still be answered with the good pair's stream. Returns how many were sent.
+int GatewayTest::call_until_tried(FakeEngine& bad, uint32_t family) {
+  int answered = 0;
+  for (int i = 0; i < 30 && bad.requests.load() == 0; ++i) {
+    auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(family, 1)));
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.body, FakeEngine::full_stream());
+    ++answered;
+  }
+  return answered;
+}
+
+TEST_F(GatewayTest, SglangPairGetsTheSameBootstrapBodyAtOnceAndDecodeStreams) {
+  RoomBoard board;
+  FakeEngine prefill(loop_), decode(loop_);
+  prefill.board = decode.board = &board;
+  prefill.mode = Mode::kSglangPrefill;
+  decode.mode = Mode::kSglangDecode;
+  start_gateway({prefill.url() + ",role=prefill,engine=sglang,bootstrap_port=8998",
+                 decode.url() + ",role=decode,engine=sglang"});
+  const std::string body = completion_body(prompt_ids(50, 2));
+  std::set<std::string> rooms;
+  for (int i = 0; i < 2; ++i) {
+    auto r = call(http::Method::kPost, "/v1/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.body, FakeEngine::full_stream());  // the decode stream, byte for byte
+    EXPECT_EQ(r.header("Content-Type"), http::kSseContentType);
+  }
+  const auto p = prefill.all_bodies();
+  const auto d = decode.all_bodies();
+  ASSERT_EQ(p.size(), 2u);
+  ASSERT_EQ(d.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(p[i], d[i]) << "both workers get the same body";
+    EXPECT_EQ(p[i].rfind(body.substr(0, body.size() - 1), 0), 0u)
+        << "the client's bytes come first, unchanged: " << p[i];
+    boost::json::object o = parse_object(p[i]);
+    EXPECT_EQ(o.at("bootstrap_host"), "127.0.0.1");
+    EXPECT_EQ(o.at("bootstrap_port"), 8998);
+    ASSERT_TRUE(o.at("bootstrap_room").is_int64() || o.at("bootstrap_room").is_uint64()) << p[i];
+    const uint64_t room = o.at("bootstrap_room").to_number<uint64_t>();
+    EXPECT_LE(room, uint64_t{INT64_MAX});
+    rooms.insert(std::to_string(room));
+    o.erase("bootstrap_host");
+    o.erase("bootstrap_port");
+    o.erase("bootstrap_room");
+    EXPECT_EQ(o, parse_object(body));
+  }
+  EXPECT_EQ(rooms.size(), 2u) << "a new room per request";
+  EXPECT_EQ(prefill.all_request_ids(), decode.all_request_ids());
+
+  const auto samples = scrape();
+  EXPECT_EQ(metrics::sum_of(samples, "infera_disagg_requests_total",
+                            {{"stage", "prefill"}, {"worker", prefill.id()}, {"status", "200"}}),
+            2);
+  EXPECT_EQ(metrics::sum_of(samples, "infera_disagg_requests_total",
+                            {{"stage", "decode"}, {"worker", decode.id()}, {"status", "200"}}),
+            2);
+  EXPECT_EQ(metrics::sum_of(samples, "infera_worker_inflight_requests"), 0);
+  auto explain = call(http::Method::kPost, "/v1/admin/route-explain", body);
+  ASSERT_EQ(explain.status, 200) << explain.body;
+  const boost::json::object e = parse_object(explain.body);
+  EXPECT_EQ(e.at("protocol"), "sglang") << explain.body;
+  ASSERT_EQ(e.at("stages").as_array().size(), 2u);
+  EXPECT_EQ(e.at("stages").as_array()[1].at("winner"), boost::json::value(decode.id()));
+}
+
+TEST_F(GatewayTest, SglangPrefillFailureStopsTheDecodeCallAndRetriesAnotherPair) {
+  RoomBoard board;
+  FakeEngine bad(loop_), good(loop_), decode(loop_);
+  bad.board = good.board = decode.board = &board;
+  bad.mode = Mode::kFail500;
+  good.mode = Mode::kSglangPrefill;
+  decode.mode = Mode::kSglangDecode;
+  start_gateway({bad.url() + ",role=prefill,engine=sglang", good.url() + ",role=prefill,engine=sglang",
+                 decode.url() + ",role=decode,engine=sglang"});
+  const int answered = call_until_tried(bad, 51);
+  ASSERT_GE(bad.requests.load(), 1);
+  // The decode call of a failed pair waits for a room nobody prefilled: it was stopped (or
+  // never reached the engine), not left to time out.
+  EXPECT_TRUE(eventually([&] { return decode.requests.load() - decode.cancelled.load() == answered; }))
+      << decode.requests.load() << " decode calls, " << decode.cancelled.load() << " stopped";
+  EXPECT_EQ(decode.timed_out.load(), 0);
+  const auto samples = scrape();
+  EXPECT_GE(metrics::sum_of(samples, "infera_upstream_retries_total"), 1);
+  EXPECT_GE(metrics::sum_of(samples, "infera_disagg_requests_total",
+                            {{"stage", "prefill"}, {"worker", bad.id()}, {"status", "500"}}),
+            1);
+  EXPECT_EQ(metrics::sum_of(samples, "infera_worker_inflight_requests"), 0);
+}
+
+TEST_F(GatewayTest, SglangDecodeFailureStopsThePrefillCallAndRetriesAnotherPair) {
+  RoomBoard board;
+  FakeEngine prefill(loop_), bad(loop_), good(loop_);
+  prefill.board = bad.board = good.board = &board;
+  prefill.mode = Mode::kSglangPrefill;
+  bad.mode = Mode::kFail500;
+  good.mode = Mode::kSglangDecode;
+  start_gateway({prefill.url() + ",role=prefill,engine=sglang",
+                 bad.url() + ",role=decode,engine=sglang", good.url() + ",role=decode,engine=sglang"});
+  const int answered = call_until_tried(bad, 52);
+  ASSERT_GE(bad.requests.load(), 1);
+  // The prefill call of a failed pair holds a room no decode joins: it was stopped (or never
+  // reached the engine), not left to time out.
+  EXPECT_TRUE(eventually([&] { return prefill.requests.load() - prefill.cancelled.load() == answered; }))
+      << prefill.requests.load() << " prefill calls, " << prefill.cancelled.load() << " stopped";
+  EXPECT_EQ(prefill.timed_out.load(), 0);
+  const auto samples = scrape();
+  EXPECT_GE(metrics::sum_of(samples, "infera_disagg_requests_total",
+                            {{"stage", "decode"}, {"worker", bad.id()}, {"status", "502"}}),
+            1);
+}
+
+TEST_F(GatewayTest, SglangWithEveryPrefillWorkerDownIsAnOpenAiError) {
+  RoomBoard board;
+  FakeEngine bad(loop_), decode(loop_);
+  bad.board = decode.board = &board;
+  bad.mode = Mode::kFail500;
+  decode.mode = Mode::kSglangDecode;
+  start_gateway({bad.url() + ",role=prefill,engine=sglang", decode.url() + ",role=decode,engine=sglang"});
+  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(53, 1)));
+  EXPECT_TRUE(r.status == 502 || r.status == 503) << r.status << " " << r.body;
+  EXPECT_TRUE(parse_object(r.body).at("error").at("message").is_string()) << r.body;
+  EXPECT_TRUE(eventually([&] { return decode.cancelled.load() == decode.requests.load(); }));
+  EXPECT_EQ(decode.timed_out.load(), 0);
+}
+
+TEST_F(GatewayTest, APairNeverMixesProtocols) {
+  RoomBoard board;
+  FakeEngine vllm_prefill(loop_), sglang_decode(loop_), vllm_decode(loop_);
+  vllm_prefill.mode = Mode::kPrefill;
+  sglang_decode.board = &board;
+  sglang_decode.mode = Mode::kSglangDecode;
+  start_gateway({vllm_prefill.url() + ",role=prefill", sglang_decode.url() + ",role=decode,engine=sglang",
+                 vllm_decode.url() + ",role=decode,engine=vllm"});
+  for (int i = 0; i < 6; ++i) {
+    auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(54, 1)));
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  EXPECT_EQ(vllm_decode.requests.load(), 6);
+  EXPECT_EQ(sglang_decode.requests.load(), 0);
 }
 
 }  // namespace

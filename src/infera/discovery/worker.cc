@@ -23,6 +23,24 @@ Result<Role> parse_role(std::string_view text) {
   return invalid_argument("unknown role '" + std::string(text) + "' (prefill, decode or both)");
 }
 
+std::string_view pd_protocol_name(PdProtocol protocol) {
+  return protocol == PdProtocol::kSglang ? "sglang" : "vllm";
+}
+
+Result<PdProtocol> parse_pd_protocol(std::string_view text) {
+  if (text == "vllm") return PdProtocol::kVllm;
+  if (text == "sglang") return PdProtocol::kSglang;
+  return invalid_argument("unknown disaggregation protocol '" + std::string(text) +
+                          "' (vllm or sglang)");
+}
+
+PdProtocol pd_protocol(const WorkerInfo& w) {
+  if (!w.pd_protocol.empty()) {
+    return w.pd_protocol == "sglang" ? PdProtocol::kSglang : PdProtocol::kVllm;
+  }
+  return w.engine == "sglang" ? PdProtocol::kSglang : PdProtocol::kVllm;
+}
+
 Result<std::string> worker_id_from_url(std::string_view url) {
   std::string_view rest = url;
   if (rest.rfind("http://", 0) == 0) {
@@ -79,9 +97,14 @@ Result<WorkerInfo> parse_worker_flag(std::string_view spec) {
     } else if (key == "bootstrap_port") {
       INFERA_ASSIGN_OR_RETURN(config::HostPort hp, config::parse_host_port("x:" + value));
       w.bootstrap_port = hp.port;
+    } else if (key == "pd_protocol") {
+      INFERA_RETURN_IF_ERROR(parse_pd_protocol(value).status());
+      w.pd_protocol = value;
     } else {
       return invalid_argument("--worker '" + std::string(spec) + "': unknown key '" +
-                              std::string(key) + "' (kv, replay, topic, role)");
+                              std::string(key) +
+                              "' (kv, replay, topic, role, model, engine, bootstrap_port, "
+                              "pd_protocol)");
     }
   }
   INFERA_ASSIGN_OR_RETURN(w.id, worker_id_from_url(w.url));
@@ -99,6 +122,7 @@ std::string worker_record_json(const WorkerInfo& w) {
   if (!w.model.empty()) o["model"] = w.model;
   if (!w.engine.empty()) o["engine"] = w.engine;
   if (w.bootstrap_port) o["bootstrap_port"] = w.bootstrap_port;
+  if (!w.pd_protocol.empty()) o["pd_protocol"] = w.pd_protocol;
   if (w.dp_size > 1) o["dp_size"] = w.dp_size;
   return json::serialize(o);
 }
@@ -140,6 +164,9 @@ Result<WorkerInfo> parse_worker_record(std::string_view text) {
   INFERA_RETURN_IF_ERROR(str("model", w.model));
   INFERA_RETURN_IF_ERROR(str("engine", w.engine));
   INFERA_RETURN_IF_ERROR(num("bootstrap_port", w.bootstrap_port));
+  INFERA_RETURN_IF_ERROR(str("pd_protocol", w.pd_protocol));
+  // An unknown protocol (a newer writer) is not an error: the worker is still routable.
+  if (!w.pd_protocol.empty() && !parse_pd_protocol(w.pd_protocol).ok()) w.pd_protocol.clear();
   INFERA_RETURN_IF_ERROR(num("dp_size", w.dp_size));
   if (w.dp_size == 0) w.dp_size = 1;
   INFERA_ASSIGN_OR_RETURN(w.id, worker_id_from_url(w.url));

@@ -18,6 +18,13 @@ enum class Role { kBoth, kPrefill, kDecode };
 std::string_view role_name(Role role);  // "both", "prefill", "decode"
 Result<Role> parse_role(std::string_view text);
 
+// How a split request reaches a prefill/decode pair (shared/wire/KV_EVENTS.md section 4): vLLM's
+// two calls in sequence (kv_transfer_params), or SGLang's one body sent to both at once
+// (bootstrap_host/port/room).
+enum class PdProtocol { kVllm, kSglang };
+std::string_view pd_protocol_name(PdProtocol protocol);  // "vllm", "sglang"
+Result<PdProtocol> parse_pd_protocol(std::string_view text);
+
 struct WorkerInfo {
   std::string id;   // host:port of the URL: the worker id of the admin API
   std::string url;  // http://host:port (no trailing slash)
@@ -29,6 +36,9 @@ struct WorkerInfo {
   std::string model;            // served model name; empty: unknown (learned from /v1/models)
   std::string engine;           // "vllm", "sglang", "mock"; empty: unknown (vLLM protocol)
   uint32_t bootstrap_port = 0;  // SGLang disaggregation bootstrap port; 0: none
+  // The disaggregation protocol it speaks, when its engine name does not say (the mock speaks
+  // either): "vllm", "sglang"; empty: SGLang's for engine "sglang", else vLLM's.
+  std::string pd_protocol;
   uint32_t dp_size = 1;         // data-parallel ranks publishing events (ports offset by rank)
 
   bool operator==(const WorkerInfo&) const = default;
@@ -38,7 +48,11 @@ struct WorkerInfo {
 using WorkerSet = std::vector<WorkerInfo>;
 using WorkerSetPtr = std::shared_ptr<const WorkerSet>;
 
-// `--worker URL[,kv=ENDPOINT][,replay=ENDPOINT][,topic=T][,role=prefill|decode|both]`.
+// The protocol of a split request on this worker (pd_protocol, else by engine).
+PdProtocol pd_protocol(const WorkerInfo& worker);
+
+// `--worker URL[,kv=ENDPOINT][,replay=ENDPOINT][,topic=T][,role=prefill|decode|both]`, plus the
+// optional model=, engine=, bootstrap_port= and pd_protocol= keys.
 Result<WorkerInfo> parse_worker_flag(std::string_view spec);
 // The etcd record (JSON object) and back.
 std::string worker_record_json(const WorkerInfo& worker);

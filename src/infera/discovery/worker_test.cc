@@ -54,6 +54,37 @@ TEST(WorkerRecordTest, RoundTrips) {
   EXPECT_EQ(worker_key("infera/workers/", w), "infera/workers/decode/127.0.0.1:30001");
 }
 
+TEST(WorkerRecordTest, CarriesTheDisaggregationProtocolAndBootstrapPort) {
+  WorkerInfo w;
+  w.url = "http://127.0.0.1:30002";
+  w.id = "127.0.0.1:30002";
+  w.role = Role::kPrefill;
+  w.engine = "mock";
+  w.bootstrap_port = 8998;
+  w.pd_protocol = "sglang";
+  auto back = parse_worker_record(worker_record_json(w));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, w);
+  EXPECT_EQ(pd_protocol(*back), PdProtocol::kSglang);
+  // Records without the field keep their meaning: by engine name.
+  auto old = parse_worker_record(R"({"url":"http://a:1","role":"decode","engine":"sglang"})");
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(pd_protocol(*old), PdProtocol::kSglang);
+  auto vllm = parse_worker_record(R"({"url":"http://a:1","engine":"mock"})");
+  ASSERT_TRUE(vllm.ok());
+  EXPECT_EQ(pd_protocol(*vllm), PdProtocol::kVllm);
+  // A protocol this reader does not know leaves the worker routable, by engine name.
+  auto newer = parse_worker_record(R"({"url":"http://a:1","pd_protocol":"mooncake-v9"})");
+  ASSERT_TRUE(newer.ok());
+  EXPECT_EQ(pd_protocol(*newer), PdProtocol::kVllm);
+  // The static flag takes the same keys; a bad protocol is a startup error.
+  auto flag = parse_worker_flag("http://127.0.0.1:1,role=prefill,bootstrap_port=9000,pd_protocol=sglang");
+  ASSERT_TRUE(flag.ok()) << flag.status().to_string();
+  EXPECT_EQ(flag->bootstrap_port, 9000u);
+  EXPECT_EQ(pd_protocol(*flag), PdProtocol::kSglang);
+  EXPECT_FALSE(parse_worker_flag("http://127.0.0.1:1,pd_protocol=nixl").ok());
+}
+
 TEST(WorkerRecordTest, RejectsMalformedRecords) {
   EXPECT_FALSE(parse_worker_record("not json").ok());
   EXPECT_FALSE(parse_worker_record("[1]").ok());

@@ -25,6 +25,10 @@ Status validate(const EngineConfig& c) {
   if (!(c.speedup_ratio > 0) || !std::isfinite(c.speedup_ratio)) {
     return invalid_argument("speedup_ratio must be a positive number");
   }
+  if (c.kv_block_bytes == 0) return invalid_argument("kv_block_bytes must be positive");
+  if (!(c.kv_transfer_bandwidth_gb_s > 0) || !std::isfinite(c.kv_transfer_bandwidth_gb_s)) {
+    return invalid_argument("kv_transfer_bandwidth_gb_s must be a positive number");
+  }
   if (c.vocab_size < 2) return invalid_argument("vocab_size must be at least 2");
   if (c.natural_output_min == 0 || c.natural_output_min > c.natural_output_max) {
     return invalid_argument("need 1 <= natural_output_min <= natural_output_max");

@@ -34,6 +34,14 @@ struct EngineConfig {
   // Timing: step durations from the polynomial model are divided by this (--speedup-ratio).
   double speedup_ratio = 1.0;
 
+  // Disaggregation: a decode engine pulls a remote prefill's KV blocks over a link. A pull of
+  // n blocks takes n * kv_block_bytes / (kv_transfer_bandwidth_gb_s * 1e9) seconds, divided by
+  // speedup_ratio like every modelled time. Defaults: one 16-token block of a Llama-3-8B-like
+  // model in fp16 (2 (K,V) x 32 layers x 8 KV heads x 128 dims x 2 bytes x 16 tokens = 2 MiB)
+  // over a 200 Gb/s RDMA NIC (25 GB/s).
+  uint64_t kv_block_bytes = uint64_t{2} << 20;
+  double kv_transfer_bandwidth_gb_s = 25.0;  // 10^9 bytes per second
+
   // Deterministic output: tokens are a function of (output_seed, prompt, position).
   uint64_t output_seed = 0;
   uint32_t vocab_size = 32000;  // generated tokens are in [0, vocab_size), never eos_token_id

@@ -30,6 +30,10 @@ struct EngineCore::Request {
   uint32_t num_preemptions = 0;
   RequestStatus status = RequestStatus::kWaiting;
   bool ignore_eos = false;
+  bool hold_kv = false;
+  bool remote_kv = false;
+  bool kv_loaded = false;   // remote_kv: the pull is done
+  Nanos kv_ready_at{0};     // remote_kv: when the pull in progress completes
   bool prefilled = false;  // the (re)prefill is done: each step now decodes one token
   bool aborted = false;
   bool finished = false;
@@ -132,6 +136,10 @@ Status EngineCore::add_request(const RequestSpec& spec) {
   r.num_preemptions = 0;
   r.status = RequestStatus::kWaiting;
   r.ignore_eos = spec.ignore_eos;
+  r.hold_kv = spec.hold_kv;
+  r.remote_kv = spec.remote_kv;
+  r.kv_loaded = false;
+  r.kv_ready_at = Nanos(0);
   r.prefilled = r.aborted = r.finished = false;
 
   id_to_slot_.try_emplace(spec.id, slot);
@@ -151,6 +159,11 @@ bool EngineCore::abort(RequestId id) {
     // Waiting requests hold no blocks (preemption freed them).
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), slot));
     release_slot(slot);
+  } else if (r.status == RequestStatus::kTransferring) {
+    // A pull in progress is in no step: its blocks are freed now.
+    free_blocks(r);
+    transferring_.erase(std::find(transferring_.begin(), transferring_.end(), slot));
+    release_slot(slot);
   } else if (!in_flight_) {
     // At a step boundary (a step was delivered, the next not started yet) a running request
     // is in no step: free it now.
@@ -162,7 +175,7 @@ bool EngineCore::abort(RequestId id) {
 }
 
 bool EngineCore::reset_prefix_cache(bool reset_running_requests) {
-  if (in_flight_ || !running_.empty()) {
+  if (in_flight_ || !running_.empty() || !transferring_.empty() || !held_.empty()) {
     if (!reset_running_requests) return false;
     if (in_flight_) {
       reset_pending_ = true;
@@ -173,6 +186,7 @@ bool EngineCore::reset_prefix_cache(bool reset_running_requests) {
       running_.pop_back();
       preempt(slot);
     }
+    drop_transfers();
   }
   reset_cache_now();
   if (config_.enable_kv_events && config_.enable_prefix_caching) {
@@ -191,8 +205,22 @@ std::optional<Nanos> EngineCore::next_event_time() const {
   if (!idle_events_.empty()) return clock_.now();
   if (in_flight_) return step_end_;
   if (!running_.empty()) return free_at_;
-  if (!waiting_.empty()) return std::max(free_at_, slots_[waiting_.front()].arrival);
-  return std::nullopt;
+  std::optional<Nanos> next = next_transfer_end();
+  if (!waiting_.empty()) {
+    const Nanos arrival = slots_[waiting_.front()].arrival;
+    next = next ? std::min(*next, arrival) : arrival;
+  }
+  if (!next) return std::nullopt;
+  return std::max(free_at_, *next);
+}
+
+std::optional<Nanos> EngineCore::next_transfer_end() const {
+  std::optional<Nanos> next;
+  for (const uint32_t slot : transferring_) {
+    const Nanos at = slots_[slot].kv_ready_at;
+    if (!next || at < *next) next = at;
+  }
+  return next;
 }
 
 bool EngineCore::poll(StepOutput& out) {
@@ -221,12 +249,17 @@ void EngineCore::try_start(Nanos now) {
     Nanos start;
     if (!running_.empty()) {
       start = free_at_;
-    } else if (!waiting_.empty()) {
-      start = std::max(free_at_, slots_[waiting_.front()].arrival);
     } else {
-      return;
+      std::optional<Nanos> next = next_transfer_end();
+      if (!waiting_.empty()) {
+        const Nanos arrival = slots_[waiting_.front()].arrival;
+        next = next ? std::min(*next, arrival) : arrival;
+      }
+      if (!next) return;
+      start = std::max(free_at_, *next);
     }
     if (start > now) return;
+    finish_transfers(start);
     schedule(start);
     if (!scheduled_.empty()) {
       shape_.kv_usage = pool_.usage();
@@ -287,6 +320,10 @@ void EngineCore::schedule(Nanos start) {
     const uint32_t slot = waiting_.front();
     Request& r = slots_[slot];
     if (r.arrival > start) break;
+    if (r.remote_kv && !r.kv_loaded) {
+      if (!start_transfer(slot, start)) break;
+      continue;
+    }
     find_cache_hit(r);
     const auto num_hit_tokens = static_cast<uint32_t>(computed_.size()) * bs;
     const uint32_t num_new = std::min(r.num_tokens() - num_hit_tokens, token_budget);
@@ -321,9 +358,86 @@ void EngineCore::find_cache_hit(const Request& r) {
   }
 }
 
+// vLLM's NIXL decode side (Scheduler.schedule with load_kv_async, then
+// _update_waiting_for_remote_kv): the prompt's blocks are allocated now, the locally cached
+// prefix counted as a hit, the rest pulled; the blocks are cached only once the pull is done.
+bool EngineCore::start_transfer(uint32_t slot, Nanos start) {
+  Request& r = slots_[slot];
+  find_cache_hit(r);
+  const auto num_hit_tokens = static_cast<uint32_t>(computed_.size()) * config_.block_size;
+  if (!allocate_slots(r, r.num_tokens() - num_hit_tokens, computed_, num_hit_tokens,
+                      /*cache=*/false)) {
+    return false;
+  }
+  waiting_.pop_front();
+  r.status = RequestStatus::kTransferring;
+  if (config_.enable_prefix_caching) {
+    ++metrics_.prefix_cache_requests;
+    metrics_.prefix_cache_queries += r.num_tokens();
+    metrics_.prefix_cache_hits += num_hit_tokens;
+  }
+  const auto pulled = static_cast<uint32_t>(r.blocks.size() - computed_.size());
+  r.kv_ready_at = start + timing_.transfer_duration(uint64_t{pulled} * config_.kv_block_bytes,
+                                                    config_.kv_transfer_bandwidth_gb_s);
+  ++metrics_.kv_pulls;
+  metrics_.kv_pulled_blocks += pulled;
+  transferring_.push_back(slot);
+  return true;
+}
+
+// Pulls done by `until` join the running requests with every prompt token but the last
+// computed (vLLM recomputes it to sample the first token); their blocks enter the prefix cache
+// now, so this step's events carry them.
+void EngineCore::finish_transfers(Nanos until) {
+  size_t kept = 0;
+  for (const uint32_t slot : transferring_) {
+    Request& r = slots_[slot];
+    if (r.kv_ready_at > until) {
+      transferring_[kept++] = slot;
+      continue;
+    }
+    r.kv_loaded = true;
+    r.status = RequestStatus::kRunning;
+    const uint32_t loaded = r.num_tokens() - 1;
+    if (config_.enable_prefix_caching) cache_blocks(r, loaded);
+    r.num_computed_tokens = loaded;
+    if (r.num_cached_tokens < 0) r.num_cached_tokens = (loaded / config_.block_size) * config_.block_size;
+    running_.push_back(slot);
+  }
+  transferring_.resize(kept);
+}
+
+// Requests pulling their blocks go back to waiting (to pull again); held prefill blocks are
+// freed. Before a prefix-cache reset.
+void EngineCore::drop_transfers() {
+  for (const uint32_t slot : transferring_) {
+    Request& r = slots_[slot];
+    free_blocks(r);
+    r.num_computed_tokens = 0;
+    r.status = RequestStatus::kWaiting;
+    waiting_.push_front(slot);
+  }
+  transferring_.clear();
+  for (auto& [id, blocks] : held_) pool_.release(blocks);
+  held_.clear();
+}
+
+const std::vector<uint32_t>* EngineCore::held_blocks(RequestId id) const {
+  auto it = held_.find(id);
+  return it == held_.end() ? nullptr : &it->second;
+}
+
+bool EngineCore::release_held(RequestId id) {
+  auto it = held_.find(id);
+  if (it == held_.end()) return false;
+  pool_.release(it->second);
+  held_.erase(it);
+  return true;
+}
+
 bool EngineCore::allocate_slots(Request& r, uint32_t num_new_tokens,
                                 std::span<const uint32_t> computed,
-                                uint32_t num_new_computed_tokens) {
+                                uint32_t num_new_computed_tokens, bool cache) {
   const uint32_t bs = config_.block_size;
   const uint32_t num_computed = r.num_computed_tokens + num_new_computed_tokens;
   const uint32_t need_tokens = std::min(num_computed + num_new_tokens, max_model_len_);
@@ -344,7 +458,7 @@ bool EngineCore::allocate_slots(Request& r, uint32_t num_new_tokens,
     pool_.allocate(static_cast<uint32_t>(num_new_blocks), r.blocks, evicted_);
     emit_removed(evicted_);
   }
-  if (config_.enable_prefix_caching) {
+  if (config_.enable_prefix_caching && cache) {
     cache_blocks(r, std::min(num_computed + num_new_tokens, r.num_tokens()));
   }
   return true;
@@ -451,7 +565,14 @@ void EngineCore::complete_step(StepOutput& out) {
       } else {
         ++metrics_.requests_finished_length;
       }
-      free_blocks(r);  // in completion order, as vLLM frees inside update_from_output
+      if (r.hold_kv) {
+        // Kept for the remote decode to pull (vLLM's connector delays the free).
+        held_[r.id] = std::move(r.blocks);
+        r.blocks.clear();
+        r.num_cached_blocks = 0;
+      } else {
+        free_blocks(r);  // in completion order, as vLLM frees inside update_from_output
+      }
     }
   }
 
@@ -480,6 +601,7 @@ void EngineCore::complete_step(StepOutput& out) {
       running_.pop_back();
       preempt(slot);
     }
+    drop_transfers();
     reset_cache_now();
     if (config_.enable_kv_events && config_.enable_prefix_caching) {
       step_events_.emplace_back(events::AllBlocksCleared{});
@@ -512,6 +634,8 @@ EngineMetrics EngineCore::metrics() const {
   m.kv_cache_usage = pool_.usage();
   m.num_running = static_cast<uint32_t>(running_.size());
   m.num_waiting = static_cast<uint32_t>(waiting_.size());
+  m.num_transferring = static_cast<uint32_t>(transferring_.size());
+  m.num_held_for_transfer = static_cast<uint32_t>(held_.size());
   return m;
 }
 

@@ -16,6 +16,13 @@
 // Threading: single-threaded by design. The owner (the server's engine thread, or the simulator)
 // serialises every call; nothing here locks.
 //
+// Disaggregation (shared/wire/KV_EVENTS.md section 4, vLLM's NixlConnector as the model): a
+// prefill request with hold_kv keeps its blocks when it finishes, until release_held(); a decode
+// request with remote_kv first allocates its prompt's blocks and pulls the ones it does not cache
+// (TimingModel::transfer_duration; the engine computes other requests meanwhile), then caches
+// them (BlockStored) and computes only the prompt's last token, as vLLM's scheduler does after
+// WAITING_FOR_REMOTE_KVS.
+//
 // Real time:    add_request(...); then on each timer: while (core.poll(out)) deliver(out);
 //               re-arm the timer at core.next_event_time().
 // Virtual time: clock.set(*core.next_event_time()); while (core.poll(out)) deliver(out);
@@ -25,6 +32,7 @@
 #include <deque>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <string_view>
 #include <vector>
 
@@ -50,6 +58,10 @@ struct RequestSpec {
   uint32_t max_tokens = 16;         // >= 1
   uint32_t min_tokens = 0;          // <= max_tokens; EOS cannot come earlier
   bool ignore_eos = false;          // never stop on EOS: the output is exactly max_tokens long
+  // A prefill for a remote decode: once finished, its blocks stay held until release_held().
+  bool hold_kv = false;
+  // A decode of a remotely prefilled prompt: its uncached prompt blocks are pulled, not computed.
+  bool remote_kv = false;
 };
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength };
@@ -87,7 +99,7 @@ struct StepOutput {
   void clear();
 };
 
-enum class RequestStatus : uint8_t { kWaiting, kRunning };
+enum class RequestStatus : uint8_t { kWaiting, kRunning, kTransferring };
 
 struct RequestState {
   RequestStatus status = RequestStatus::kWaiting;
@@ -146,6 +158,11 @@ class EngineCore {
   uint32_t cached_prefix_blocks(std::span<const TokenId> tokens) const;
   const BlockPool& block_pool() const { return pool_; }
 
+  // The blocks a finished hold_kv request holds (vLLM's remote_block_ids), or null.
+  const std::vector<uint32_t>* held_blocks(RequestId id) const;
+  // Frees a finished hold_kv request's blocks (they stay cached). False for an unknown id.
+  bool release_held(RequestId id);
+
  private:
   struct Request;
 
@@ -154,7 +171,11 @@ class EngineCore {
   void try_start(Nanos now);
   void schedule(Nanos start);
   bool allocate_slots(Request& r, uint32_t num_new_tokens, std::span<const uint32_t> computed,
-                      uint32_t num_new_computed_tokens);
+                      uint32_t num_new_computed_tokens, bool cache = true);
+  bool start_transfer(uint32_t slot, Nanos start);
+  void finish_transfers(Nanos until);
+  void drop_transfers();
+  std::optional<Nanos> next_transfer_end() const;
   void cache_blocks(Request& r, uint32_t num_tokens);
   void find_cache_hit(const Request& r);
   void preempt(uint32_t slot);
@@ -176,6 +197,8 @@ class EngineCore {
   FlatU64Map<uint32_t> id_to_slot_;
   std::deque<uint32_t> waiting_;   // FCFS; preempted requests go back to the front
   std::vector<uint32_t> running_;  // in scheduling order; preemption takes the last
+  std::vector<uint32_t> transferring_;  // remote_kv requests pulling their blocks
+  std::unordered_map<RequestId, std::vector<uint32_t>> held_;  // finished hold_kv requests
 
   // The in-flight step.
   bool in_flight_ = false;

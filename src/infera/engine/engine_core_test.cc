@@ -554,5 +554,115 @@ TEST(EngineCoreTest, MetricsTrackRunningWaitingUsageAndTtft) {
   EXPECT_EQ(bucketed, 4u);
 }
 
+// ---- Disaggregation ---------------------------------------------------------------------------
+
+RequestSpec disagg_spec(RequestId id, const std::vector<TokenId>& prompt, uint32_t max_tokens,
+                        bool hold_kv, bool remote_kv) {
+  RequestSpec spec;
+  spec.id = id;
+  spec.prompt = prompt;
+  spec.max_tokens = max_tokens;
+  spec.ignore_eos = true;
+  spec.hold_kv = hold_kv;
+  spec.remote_kv = remote_kv;
+  return spec;
+}
+
+TEST(EngineCoreTest, AHoldKvPrefillKeepsItsBlocksUntilReleased) {
+  Driver d(small_config());
+  const auto prompt = tokens_of(70, 64);  // 4 full blocks (the sampled token gets no slot)
+  d.add(disagg_spec(1, prompt, 1, /*hold_kv=*/true, /*remote_kv=*/false));
+  d.run();
+  ASSERT_EQ(d.trace(1).finish, FinishReason::kLength);
+  const std::vector<uint32_t>* held = d.core().held_blocks(1);
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(held->size(), 4u);
+  EXPECT_GT(d.core().metrics().kv_cache_usage, 0);
+  EXPECT_EQ(d.core().metrics().num_held_for_transfer, 1u);
+  EXPECT_FALSE(d.core().reset_prefix_cache()) << "held blocks are in use";
+  EXPECT_TRUE(d.core().release_held(1));
+  EXPECT_FALSE(d.core().release_held(1));
+  EXPECT_EQ(d.core().held_blocks(1), nullptr);
+  EXPECT_EQ(d.core().metrics().kv_cache_usage, 0);
+  EXPECT_EQ(d.core().cached_prefix_blocks(prompt), 4u);  // freed blocks stay cached
+}
+
+EngineConfig link_config() {
+  EngineConfig c = small_config();
+  c.kv_block_bytes = 1'000'000;
+  c.kv_transfer_bandwidth_gb_s = 1.0;  // 1 ms per block
+  return c;
+}
+
+TEST(EngineCoreTest, ARemoteKvDecodePullsTheBlocksInsteadOfComputingThem) {
+  Driver d(link_config());
+  const auto prompt = tokens_of(71, 64);
+  d.add(disagg_spec(1, prompt, 3, /*hold_kv=*/false, /*remote_kv=*/true));
+  d.run();
+  const auto& t = d.trace(1);
+  ASSERT_EQ(t.tokens.size(), 3u);
+  // TTFT = the pull of 4 blocks (4 ms) + one step computing the prompt's last token.
+  const TimingModel timing(1.0);
+  StepShape last_token;
+  last_token.prefill_tokens = 1;
+  EXPECT_EQ(t.times[0], Nanos(4'000'000) + timing.step_duration(last_token));
+  EXPECT_EQ(d.steps()[0].start, Nanos(4'000'000)) << "no step computes the pulled prompt";
+  EXPECT_EQ(d.steps()[0].shape.prefill_tokens, 1u);
+  // The same tokens an aggregated engine produces for the prompt.
+  Driver local(small_config());
+  local.add(2, prompt, 3);
+  local.run();
+  EXPECT_EQ(t.tokens, local.trace(2).tokens);
+  // The pulled blocks are stored and announced like computed ones.
+  std::vector<TokenId> stored;
+  for (const auto& s : stored_events(d.all_events())) {
+    stored.insert(stored.end(), s.token_ids.begin(), s.token_ids.end());
+  }
+  EXPECT_EQ(stored, prompt);
+  EXPECT_EQ(d.core().cached_prefix_blocks(prompt), 4u);
+  const EngineMetrics m = d.core().metrics();
+  EXPECT_EQ(m.kv_pulls, 1u);
+  EXPECT_EQ(m.kv_pulled_blocks, 4u);
+  EXPECT_EQ(m.num_transferring, 0u);
+}
+
+TEST(EngineCoreTest, ARemoteKvDecodePullsOnlyWhatItDoesNotCache) {
+  Driver d(link_config());
+  const auto prefix = tokens_of(72, 32);
+  d.add(3, prefix, 1);
+  d.run();
+  const Nanos arrival = d.clock().now();
+  d.add(disagg_spec(4, concat(prefix, tokens_of(73, 32)), 1, false, true));
+  d.run();
+  EXPECT_EQ(d.core().metrics().kv_pulled_blocks, 2u);  // 2 of 4 blocks were cached here
+  EXPECT_EQ(d.steps().back().start, arrival + Nanos(2'000'000));
+  EXPECT_EQ(d.trace(4).cached_tokens, 48u) << "local hits plus pulled full blocks";
+}
+
+TEST(EngineCoreTest, OtherRequestsRunWhileABlockPullIsInProgress) {
+  EngineConfig c = link_config();
+  c.kv_transfer_bandwidth_gb_s = 0.01;  // 100 ms per block: a long pull
+  Driver d(c);
+  d.add(disagg_spec(1, tokens_of(74, 64), 1, false, true));
+  d.add(2, tokens_of(75, 16), 4);
+  d.run();
+  EXPECT_LT(d.trace(2).times.back(), d.trace(1).times[0]);
+  EXPECT_GE(d.trace(1).times[0], Nanos(400'000'000));
+}
+
+TEST(EngineCoreTest, AbortDuringABlockPullFreesItsBlocks) {
+  Driver d(link_config());
+  d.add(disagg_spec(1, tokens_of(76, 64), 1, false, true));
+  d.run(Nanos(1'000'000));  // the pull takes 4 ms
+  ASSERT_EQ(d.core().request_state(1)->status, RequestStatus::kTransferring);
+  EXPECT_GT(d.core().metrics().kv_cache_usage, 0);
+  EXPECT_TRUE(d.core().abort(1));
+  EXPECT_EQ(d.core().metrics().kv_cache_usage, 0);
+  EXPECT_EQ(d.core().metrics().num_transferring, 0u);
+  d.run();
+  EXPECT_TRUE(d.trace(1).tokens.empty());
+  EXPECT_TRUE(stored_events(d.all_events()).empty()) << "nothing was pulled, nothing stored";
+}
+
 }  // namespace
 }  // namespace infera::engine

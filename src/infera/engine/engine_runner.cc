@@ -170,6 +170,8 @@ void EngineRunner::Impl::add(const std::shared_ptr<RequestStream::State>& state,
     spec.max_tokens = c.max_tokens;
     spec.min_tokens = c.min_tokens;
     spec.ignore_eos = c.ignore_eos;
+    spec.hold_kv = c.hold_kv;
+    spec.remote_kv = c.remote_kv;
     const Status added = core.add_request(spec);
     if (!added.ok()) {
       abort(state);
@@ -282,8 +284,12 @@ void EngineRunner::Impl::deliver(StepOutput& out) {
       itl.observe(to_seconds(out.end - e.last_token));
     }
     e.last_token = out.end;
-    e.state->push(ChoiceOutput{e.choice, o.token, o.index, o.prompt_tokens, o.cached_tokens,
-                               o.finish});
+    ChoiceOutput choice{e.choice, o.token, o.index, o.prompt_tokens, o.cached_tokens, o.finish,
+                        {}};
+    if (o.finish != FinishReason::kNone) {
+      if (const std::vector<uint32_t>* held = core.held_blocks(o.id)) choice.held_blocks = *held;
+    }
+    e.state->push(choice);
     if (o.finish != FinishReason::kNone) {
       e2e.observe(to_seconds(out.end - e.arrival));
       release(*slot);
@@ -319,6 +325,8 @@ void EngineRunner::Impl::stop_now() {
 // RequestStream
 
 RequestStream::~RequestStream() { abort(); }
+
+RequestId RequestStream::core_id(uint32_t choice) const { return state_->ids.at(choice); }
 
 bool RequestStream::all_finished() const {
   std::lock_guard lock(state_->mu);
@@ -406,6 +414,14 @@ net::awaitable<bool> EngineRunner::reset_prefix_cache(bool reset_running_request
   };
   const bool done = co_await net::co_spawn(impl->strand, std::move(on_strand), net::use_awaitable);
   co_return done;
+}
+
+void EngineRunner::release_held(RequestId id) {
+  net::post(impl_->strand, [impl = impl_, id] {
+    if (impl->stopped) return;
+    impl->core.release_held(id);
+    impl->drive();  // refreshes the snapshot
+  });
 }
 
 RunnerSnapshot EngineRunner::snapshot() const {

@@ -36,6 +36,8 @@ struct ChoiceSpec {
   uint32_t max_tokens = 16;
   uint32_t min_tokens = 0;
   bool ignore_eos = false;
+  bool hold_kv = false;    // a prefill for a remote decode (RequestSpec::hold_kv)
+  bool remote_kv = false;  // a decode of a remote prefill (RequestSpec::remote_kv)
 };
 
 // A token of one choice, in the order the engine produced them.
@@ -46,6 +48,8 @@ struct ChoiceOutput {
   uint32_t prompt_tokens = 0;
   uint32_t cached_tokens = 0;
   FinishReason finish = FinishReason::kNone;
+  // The last output of a hold_kv choice: the blocks it holds (vLLM's remote_block_ids).
+  std::vector<uint32_t> held_blocks;
 };
 
 // The outputs of one HTTP request's choices, from the engine strand to the handler. Destroying
@@ -64,6 +68,8 @@ class RequestStream {
   // From the owning coroutine only.
   net::awaitable<Status> next(std::vector<ChoiceOutput>& out);
   bool all_finished() const;
+  // The core request of `choice` (for EngineRunner::release_held).
+  RequestId core_id(uint32_t choice) const;
   // Aborts every unfinished choice in the core (idempotent).
   void abort();
 
@@ -102,6 +108,9 @@ class EngineRunner {
   net::awaitable<bool> reset_prefix_cache(bool reset_running_requests);
 
   RunnerSnapshot snapshot() const;
+
+  // Frees the blocks a finished hold_kv request holds (they stay cached). Any thread.
+  void release_held(RequestId id);
 
   // Fails every open stream with kUnavailable and stops the timer. Blocks until the strand
   // ran it (the loop must be running). Idempotent.

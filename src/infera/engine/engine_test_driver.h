@@ -57,6 +57,12 @@ class Driver {
     traces_[id].arrival = clock_.now();
   }
 
+  // Adds a request given in full (disaggregation flags) at the clock's current time.
+  void add(const RequestSpec& spec) {
+    const Status s = core_.add_request(spec);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    traces_[spec.id].arrival = clock_.now();
+  }
   // Runs the engine in virtual time until it is idle, or until the next event lies beyond
   // `until` (then the clock is left at `until`).
   void run(std::optional<Nanos> until = std::nullopt) {

@@ -157,7 +157,21 @@ Result<LauncherOptions> parse_launcher_flags(EngineKind kind, std::span<const st
   f.add("--kv-events-replay-port", &replay_port, "port of the replay ROUTER socket (default: free)",
         "PORT");
   f.add("--kv-events-topic", &topic, "topic of the KV events (default kv-events)", "TOPIC");
-  f.add("--role", &role, "prefill, decode or both (default both), registered", "ROLE");
+  std::string disaggregation_mode;
+  if (vllm) {
+    f.add("--role", &role, "prefill, decode or both (default both), registered", "ROLE");
+  } else {
+    f.add("--role", &role,
+          "prefill, decode or both (default both), registered and passed on as "
+          "--disaggregation-mode",
+          "ROLE");
+    f.add("--disaggregation-mode", &disaggregation_mode,
+          "SGLang's name for the role: prefill, decode or null (both)", "MODE");
+    f.add("--disaggregation-bootstrap-port", &o.bootstrap_port,
+          "a prefill worker's bootstrap server port (default 8998; 0 picks a free port; passed "
+          "on and registered)",
+          "PORT");
+  }
   f.add("--discovery-backend", &discovery_backend,
         "static or etcd (default: etcd when --etcd-endpoint is given, else static)", "BACKEND");
   f.add("--etcd-endpoint", &o.etcd_endpoint, "etcd v3 endpoint to register in", "HOST:PORT");
@@ -207,7 +221,16 @@ Result<LauncherOptions> parse_launcher_flags(EngineKind kind, std::span<const st
   if (!(o.startup_timeout_s > 0)) return invalid_argument("--startup-timeout-s must be > 0");
   if (!(o.shutdown_timeout_s >= 0)) return invalid_argument("--shutdown-timeout-s must be >= 0");
   INFERA_RETURN_IF_ERROR(parse_log_level(o.log_level).status());
+  if (!disaggregation_mode.empty()) {
+    if (f.was_set("--role")) {
+      return invalid_argument("--role and --disaggregation-mode are the same setting; give one");
+    }
+    role = disaggregation_mode == "null" ? "both" : disaggregation_mode;
+  }
   INFERA_ASSIGN_OR_RETURN(o.role, discovery::parse_role(role));
+  if (o.bootstrap_port > 65535) {
+    return invalid_argument("--disaggregation-bootstrap-port must be 0..65535");
+  }
   INFERA_RETURN_IF_ERROR(check_transport("--request-transport", request_transport, "http"));
   INFERA_RETURN_IF_ERROR(check_transport("--kv-event-transport", kv_event_transport, "zmq"));
 
@@ -241,13 +264,15 @@ Result<LauncherOptions> parse_launcher_flags(EngineKind kind, std::span<const st
   }
 
   // Concrete ports everywhere, so the command line and the record agree.
-  size_t wanted = o.port == 0 ? size_t{1} : size_t{0};
+  const bool free_bootstrap = !vllm && o.role == discovery::Role::kPrefill && o.bootstrap_port == 0;
+  size_t wanted = (o.port == 0 ? size_t{1} : size_t{0}) + (free_bootstrap ? 1 : 0);
   if (o.kv_events && has_open_port(o.kv_events->endpoint)) ++wanted;
   if (o.kv_events && has_open_port(o.kv_events->replay_endpoint)) ++wanted;
   if (wanted > 0) {
     INFERA_ASSIGN_OR_RETURN(std::vector<uint16_t> ports, free_ports(wanted));
     size_t next = 0;
     if (o.port == 0) o.port = ports[next++];
+    if (free_bootstrap) o.bootstrap_port = ports[next++];
     if (o.kv_events && has_open_port(o.kv_events->endpoint)) {
       o.kv_events->endpoint = with_port(o.kv_events->endpoint, ports[next++]);
     }
@@ -309,6 +334,14 @@ LaunchPlan plan_launch(const LauncherOptions& o) {
     a.push_back("--kv-events-config");
     a.push_back(kv_events_config_json(o.kind, *o.kv_events));
   }
+  if (o.kind == EngineKind::kSglang && o.role != discovery::Role::kBoth) {
+    a.push_back("--disaggregation-mode");
+    a.push_back(std::string(discovery::role_name(o.role)));
+    if (o.role == discovery::Role::kPrefill) {
+      a.push_back("--disaggregation-bootstrap-port");
+      a.push_back(std::to_string(o.bootstrap_port));
+    }
+  }
   a.insert(a.end(), o.passthrough.begin(), o.passthrough.end());
   plan.env = {{"PYTHONHASHSEED", "0"}};
 
@@ -319,6 +352,9 @@ LaunchPlan plan_launch(const LauncherOptions& o) {
   r.block_size = o.block_size;
   r.model = o.served_name();
   r.engine = std::string(engine_kind_name(o.kind));
+  if (o.kind == EngineKind::kSglang && o.role == discovery::Role::kPrefill) {
+    r.bootstrap_port = o.bootstrap_port;
+  }
   if (o.kv_events) {
     if (events::publisher_binds(o.kv_events->endpoint)) r.kv_endpoint = o.kv_events->endpoint;
     r.replay_endpoint = o.kv_events->replay_endpoint;

@@ -37,6 +37,9 @@ struct LauncherOptions {
   std::optional<KvEventsConfig> kv_events;
 
   discovery::Role role = discovery::Role::kBoth;
+  // SGLang: a prefill worker's bootstrap server (--disaggregation-bootstrap-port), registered
+  // for the gateway's bootstrap_port.
+  uint32_t bootstrap_port = 8998;
   std::string discovery_backend = "static";  // etcd when --etcd-endpoint is given
   std::string etcd_endpoint;
   std::string etcd_prefix = "infera/workers/";

@@ -124,6 +124,28 @@ TEST(LauncherTest, SglangDryRunIsTheExactCommand) {
             R"("topic":"t"})");
 }
 
+TEST(LauncherTest, SglangRolesBecomeItsDisaggregationFlagsAndTheBootstrapPortIsRegistered) {
+  auto prefill = plan_for(EngineKind::kSglang, {"--model-path", "m", "--port", "30000", "--role",
+                                                "prefill", "--disaggregation-bootstrap-port", "9100"});
+  ASSERT_TRUE(prefill.ok()) << prefill.status().to_string();
+  EXPECT_EQ(format_dry_run(*prefill),
+            "python3 -m sglang.launch_server --model-path m --host 0.0.0.0 --port 30000 "
+            "--page-size 16 --disaggregation-mode prefill --disaggregation-bootstrap-port 9100\n"
+            "PYTHONHASHSEED=0\n");
+  EXPECT_EQ(prefill->worker.bootstrap_port, 9100u);
+  EXPECT_EQ(discovery::pd_protocol(prefill->worker), discovery::PdProtocol::kSglang);
+  // SGLang's own flag names the role too; a decode worker has no bootstrap server.
+  auto decode = plan_for(EngineKind::kSglang,
+                         {"--model-path", "m", "--port", "30000", "--disaggregation-mode", "decode"});
+  ASSERT_TRUE(decode.ok()) << decode.status().to_string();
+  EXPECT_EQ(decode->worker.role, discovery::Role::kDecode);
+  EXPECT_EQ(decode->worker.bootstrap_port, 0u);
+  EXPECT_NE(format_dry_run(*decode).find("--disaggregation-mode decode\n"), std::string::npos);
+  EXPECT_FALSE(plan_for(EngineKind::kSglang, {"--model-path", "m", "--role", "prefill",
+                                              "--disaggregation-mode", "decode"})
+                   .ok());
+}
+
 TEST(LauncherTest, UnsetPortsArePickedFreeAndDistinct) {
   auto plan = plan_for(EngineKind::kVllm, {"my-model", "--port", "0", "--enable-kv-events"});
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
@@ -419,7 +441,7 @@ TEST_F(LauncherE2eTest, SglangRegistersAndStopsCleanlyOnSigint) {
   launch(l, EngineKind::kSglang, "sglang", *reader_,
          {"--model-path", "fake-sglang", "--host", "127.0.0.1", "--port", "0", "--page-size", "32",
           "--enable-kv-events", "--etcd-endpoint", etcd_->endpoint(), "--role", "prefill",
-          "--max-num-seqs", "4"});
+          "--disaggregation-bootstrap-port", "0", "--max-num-seqs", "4"});
   if (HasFatalFailure()) return;
 
   const std::string port = port_of(l.worker.url);
@@ -431,7 +453,8 @@ TEST_F(LauncherE2eTest, SglangRegistersAndStopsCleanlyOnSigint) {
                 "--port", port, "--page-size", "32", "--kv-events-config",
                 R"({"publisher":"zmq","endpoint":"tcp://*:)" + kv +
                     R"(","replay_endpoint":"tcp://*:)" + replay + R"(","topic":"kv-events"})",
-                "--max-num-seqs", "4"}));
+                "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port",
+                std::to_string(l.worker.bootstrap_port), "--max-num-seqs", "4"}));
   const std::vector<std::string> env = read_lines(l.dir / "env");
   EXPECT_NE(std::find(env.begin(), env.end(), "PYTHONHASHSEED=0"), env.end());
   EXPECT_EQ(l.key, "infera/workers/prefill/127.0.0.1:" + port);
@@ -439,6 +462,8 @@ TEST_F(LauncherE2eTest, SglangRegistersAndStopsCleanlyOnSigint) {
   EXPECT_EQ(l.worker.block_size, 32u);
   EXPECT_EQ(l.worker.model, "fake-sglang");
   EXPECT_EQ(l.worker.role, discovery::Role::kPrefill);
+  EXPECT_GT(l.worker.bootstrap_port, 0u);  // picked free, passed on and registered
+  EXPECT_EQ(discovery::pd_protocol(l.worker), discovery::PdProtocol::kSglang);
 
   l.launcher.signal(SIGINT);
   const auto code = l.launcher.wait_for(milliseconds(60'000));

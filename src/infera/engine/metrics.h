@@ -50,6 +50,13 @@ struct EngineMetrics {
   uint64_t requests_aborted = 0;
   uint64_t steps = 0;
 
+  // Disaggregation: pulls of a remote prefill's blocks (decode side) and the blocks they moved;
+  // requests waiting for their pull; finished prefills whose blocks are held for a remote decode.
+  uint64_t kv_pulls = 0;
+  uint64_t kv_pulled_blocks = 0;
+  uint32_t num_transferring = 0;
+  uint32_t num_held_for_transfer = 0;
+
   TtftHistogram time_to_first_token;  // seconds of the engine's clock
 };
 

@@ -106,6 +106,12 @@ Status validate(const MockOptions& o) {
   if (o.model.empty()) return invalid_argument("--model must not be empty");
   if (o.io_threads == 0 || o.io_threads > 64) return invalid_argument("--io-threads must be 1..64");
   if (!(o.shutdown_grace_s >= 0)) return invalid_argument("--shutdown-grace-s must be >= 0");
+  if (o.bootstrap_port > 65535) {
+    return invalid_argument("--disaggregation-bootstrap-port must be 0..65535");
+  }
+  if (!(o.kv_transfer_timeout_s > 0) || o.kv_transfer_timeout_s > 3600) {
+    return invalid_argument("--kv-transfer-timeout-s must be in (0, 3600]");
+  }
   if (Status s = validate(o.engine); !s.ok()) {
     // The core's field names, as flags.
     std::string m = s.message();
@@ -114,7 +120,9 @@ Status validate(const MockOptions& o) {
           {"num_gpu_blocks", "--num-gpu-blocks"},
           {"max_num_seqs", "--max-num-seqs"},
           {"max_num_batched_tokens", "--max-num-batched-tokens"},
-          {"speedup_ratio", "--speedup-ratio"}}) {
+          {"speedup_ratio", "--speedup-ratio"},
+          {"kv_block_bytes", "--kv-block-bytes"},
+          {"kv_transfer_bandwidth_gb_s", "--kv-transfer-bandwidth-gb-s"}}) {
       if (m.rfind(field, 0) == 0) m = flag + m.substr(field.size());
     }
     return invalid_argument(m);
@@ -147,6 +155,8 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
   std::string kv_events_config;
   std::string kv_events_format = "map";
   std::string role = "both";
+  std::string pd_protocol = "vllm";
+  std::string disaggregation_mode;
   std::string request_transport = "http";
   std::string kv_event_transport = "zmq";
 
@@ -195,6 +205,29 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
         "seed of the engine's own block hash (default: $PYTHONHASHSEED, else 0)", "SEED");
   f.add("--seed", &o.engine.output_seed, "seed of the deterministic output (default 0)", "N");
   f.add("--role", &role, "prefill, decode or both (default both)", "ROLE");
+  f.add("--pd-protocol", &pd_protocol,
+        "disaggregation protocol as a prefill or decode worker: vllm (kv_transfer_params, "
+        "two calls; default) or sglang (bootstrap_host/port/room, one body to both)",
+        "vllm|sglang");
+  f.add("--disaggregation-mode", &disaggregation_mode,
+        "SGLang's flag: prefill, decode or null (both); the role with --pd-protocol sglang",
+        "MODE");
+  f.add("--disaggregation-bootstrap-port", &o.bootstrap_port,
+        "SGLang-style prefill: port of the bootstrap server decode engines pull from "
+        "(default 8998; 0 picks a free port)",
+        "PORT");
+  f.add("--kv-block-bytes", &o.engine.kv_block_bytes,
+        "bytes of one KV block moved from prefill to decode (default 2097152: 16 tokens of a "
+        "Llama-3-8B-like model in fp16)",
+        "BYTES");
+  f.add("--kv-transfer-bandwidth-gb-s", &o.engine.kv_transfer_bandwidth_gb_s,
+        "prefill-to-decode link bandwidth in GB/s (10^9 bytes; default 25, a 200 Gb/s NIC); a "
+        "pull of n blocks takes n x --kv-block-bytes / bandwidth / --speedup-ratio",
+        "GB_S");
+  f.add("--kv-transfer-timeout-s", &o.kv_transfer_timeout_s,
+        "how long a prefill holds its blocks for the decode side, and either side waits for "
+        "the other (default 120)",
+        "SECONDS");
   f.add("--discovery-backend", &o.discovery_backend, "static (default) or etcd", "BACKEND");
   f.add("--etcd-endpoint", &o.etcd_endpoint, "etcd v3 endpoint for --discovery-backend etcd",
         "HOST:PORT");
@@ -214,7 +247,16 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
   if (no_prefix_caching) o.engine.enable_prefix_caching = false;
 
   INFERA_RETURN_IF_ERROR(parse_log_level(o.log_level).status());
+  if (!disaggregation_mode.empty()) {
+    if (f.was_set("--role") || f.was_set("--pd-protocol")) {
+      return invalid_argument(
+          "--disaggregation-mode is SGLang's --role with --pd-protocol sglang; give one form");
+    }
+    role = disaggregation_mode == "null" ? "both" : disaggregation_mode;
+    pd_protocol = "sglang";
+  }
   INFERA_ASSIGN_OR_RETURN(o.role, discovery::parse_role(role));
+  INFERA_ASSIGN_OR_RETURN(o.pd_protocol, discovery::parse_pd_protocol(pd_protocol));
   INFERA_RETURN_IF_ERROR(check_transport("--request-transport", request_transport, "http"));
   INFERA_RETURN_IF_ERROR(check_transport("--kv-event-transport", kv_event_transport, "zmq"));
 

@@ -65,6 +65,14 @@ struct MockOptions {
 
   // Discovery: static (nothing to do) or etcd (a leased record under etcd_prefix).
   discovery::Role role = discovery::Role::kBoth;
+  // Disaggregation (shared/wire/KV_EVENTS.md section 4): the protocol the engine registers and
+  // speaks as a prefill or decode worker; the bootstrap port of an SGLang-style prefill engine
+  // (SGLang's --disaggregation-bootstrap-port, default 8998; 0 picks a free port); how long a
+  // prefill holds its blocks for the decode side, and how long either side waits for the other.
+  // The link's bytes per block and bandwidth are in `engine`.
+  discovery::PdProtocol pd_protocol = discovery::PdProtocol::kVllm;
+  uint32_t bootstrap_port = 8998;
+  double kv_transfer_timeout_s = 120;
   std::string discovery_backend = "static";
   std::string etcd_endpoint;  // HOST:PORT
   std::string etcd_prefix = "infera/workers/";

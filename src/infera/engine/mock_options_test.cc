@@ -57,6 +57,29 @@ TEST(MockOptionsTest, ParsesEveryContractFlag) {
   EXPECT_TRUE(o->engine.enable_kv_events);
 }
 
+TEST(MockOptionsTest, DisaggregationFlags) {
+  auto o = parse({"--role", "prefill", "--pd-protocol", "sglang", "--disaggregation-bootstrap-port",
+                  "0", "--kv-block-bytes", "1000", "--kv-transfer-bandwidth-gb-s", "2.5",
+                  "--kv-transfer-timeout-s", "5"});
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  EXPECT_EQ(o->role, discovery::Role::kPrefill);
+  EXPECT_EQ(o->pd_protocol, discovery::PdProtocol::kSglang);
+  EXPECT_EQ(o->bootstrap_port, 0u);
+  EXPECT_EQ(o->engine.kv_block_bytes, 1000u);
+  EXPECT_EQ(o->engine.kv_transfer_bandwidth_gb_s, 2.5);
+  EXPECT_EQ(o->kv_transfer_timeout_s, 5.0);
+  // SGLang's own flag is the role with SGLang's protocol.
+  auto sglang = parse({"--disaggregation-mode", "decode"});
+  ASSERT_TRUE(sglang.ok()) << sglang.status().to_string();
+  EXPECT_EQ(sglang->role, discovery::Role::kDecode);
+  EXPECT_EQ(sglang->pd_protocol, discovery::PdProtocol::kSglang);
+  EXPECT_EQ(parse({}).value().pd_protocol, discovery::PdProtocol::kVllm);
+  EXPECT_FALSE(parse({"--pd-protocol", "nixl"}).ok());
+  EXPECT_FALSE(parse({"--role", "decode", "--disaggregation-mode", "prefill"}).ok());
+  EXPECT_FALSE(parse({"--kv-transfer-bandwidth-gb-s", "0"}).ok());
+  EXPECT_FALSE(parse({"--kv-transfer-timeout-s", "0"}).ok());
+}
+
 TEST(MockOptionsTest, EnableKvEventsAloneMeansTheDocumentedDefaults) {
   auto o = parse({"--enable-kv-events"});
   ASSERT_TRUE(o.ok());

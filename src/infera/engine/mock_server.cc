@@ -7,15 +7,20 @@
 #include <utility>
 #include <vector>
 
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
 #include "infera/common/log.h"
 #include "infera/common/random.h"
 #include "infera/discovery/etcd.h"
+#include "infera/engine/kv_transfer.h"
 #include "infera/engine/openai_api.h"
 #include "infera/engine/text_codec.h"
 #include "infera/engine/vllm_metrics.h"
 #include "infera/engine/worker_record.h"
 #include "infera/events/endpoint.h"
 #include "infera/events/publisher.h"
+#include "infera/http/client.h"
 #include "infera/http/error.h"
 #include "infera/http/event_loop.h"
 #include "infera/http/sse.h"
@@ -25,6 +30,9 @@ namespace {
 
 constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
 constexpr size_t kMaxChoices = 1024;  // core requests per HTTP request
+// A decode engine takes a prefill's held KV blocks here (infera's stand-in for NIXL's side
+// channel and SGLang's bootstrap server).
+constexpr std::string_view kPullPath = "/infera/kv/pull";
 
 http::Response bad_request(const Status& status, std::string_view param) {
   http::ErrorContext context;
@@ -63,15 +71,26 @@ struct Prepared {
 class Api {
  public:
   Api(const MockOptions& options, const TextCodec& codec, EngineRunner& runner,
-      metrics::Registry& registry, std::string kv_host, uint16_t kv_port_hint)
+      metrics::Registry& registry, KvTransfers& transfers, http::Client& peers)
       : options_(options),
         codec_(codec),
         runner_(runner),
         registry_(registry),
+        transfers_(transfers),
+        peers_(peers),
         created_(static_cast<int64_t>(std::time(nullptr))),
         id_seed_(options.engine.output_seed ^ 0x6d6f636b656e67ULL),
-        kv_host_(std::move(kv_host)),
-        kv_port_hint_(kv_port_hint) {}
+        engine_id_(next_id(ApiKind::kCompletions).substr(5)) {}
+
+  // The HTTP port, once bound: decode engines pull from it (vLLM's remote_port).
+  void set_port(uint16_t port) { port_.store(port); }
+
+  // The pull of a decode engine: takes the blocks held under "key" (served on the HTTP port
+  // and on an SGLang-style prefill's bootstrap port).
+  void add_pull_route(http::Routes& r) {
+    r.add(http::Method::kPost, std::string(kPullPath),
+          [this](http::Request& req, http::ResponseWriter&) { return pull(req); });
+  }
 
   http::Routes routes() {
     http::Routes r;
@@ -112,6 +131,7 @@ class Api {
           [this](http::Request& req, http::ResponseWriter& out) {
             return generate(ApiKind::kChat, req, out);
           });
+    add_pull_route(r);
     return r;
   }
 
@@ -215,16 +235,99 @@ class Api {
     return (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + std::string(hex);
   }
 
-  std::string kv_transfer_params() const {
-    std::string out = R"({"do_remote_prefill":true,"do_remote_decode":false,"remote_block_ids":[],)"
-                      R"("remote_engine_id":)";
-    http::append_json_string(out, options_.served_name() + "@" + kv_host_);
-    out += R"(,"remote_host":)";
-    http::append_json_string(out, kv_host_);
-    out += R"(,"remote_port":)";
-    out += std::to_string(kv_port_hint_);
-    out += R"(,"tp_size":1})";
-    return out;
+  // A prefill's answer for the decode side, shaped like vLLM's NixlConnector's: the held
+  // blocks, this engine, its side channel (here: the HTTP port, where the pull route is) and
+  // the key of the blocks.
+  std::string kv_transfer_params(const std::string& key, const std::vector<uint32_t>& blocks) const {
+    boost::json::object o;
+    o["do_remote_prefill"] = true;
+    o["do_remote_decode"] = false;
+    boost::json::array ids;
+    for (const uint32_t b : blocks) ids.push_back(b);
+    o["remote_block_ids"] = std::move(ids);
+    o["remote_engine_id"] = engine_id_;
+    o["remote_request_id"] = key;
+    o["remote_host"] = options_.advertise_host;
+    o["remote_port"] = port_.load();
+    o["tp_size"] = 1;
+    return boost::json::serialize(o);
+  }
+
+  // What a request asks of this engine as a prefill or decode worker.
+  enum class PdPart { kNone, kHold, kPull };
+  struct PdPlan {
+    PdPart part = PdPart::kNone;
+    bool sglang = false;
+    std::string key;   // the held blocks' key
+    std::string host;  // kPull: where to pull from
+    uint32_t port = 0;
+  };
+  PdPlan pd_plan(const GenerateRequest& r) const {
+    PdPlan plan;
+    const bool sglang = options_.pd_protocol == discovery::PdProtocol::kSglang;
+    if (r.do_remote_decode) {  // vLLM, any role (kv_both)
+      plan.part = PdPart::kHold;
+    } else if (r.remote_prefill) {
+      plan.part = PdPart::kPull;
+      plan.key = r.remote_prefill->request_id;
+      plan.host = r.remote_prefill->host;
+      plan.port = r.remote_prefill->port;
+    } else if (sglang && r.bootstrap_room && options_.role != discovery::Role::kBoth) {
+      // SGLang's --disaggregation-mode decides what the same body means.
+      plan.sglang = true;
+      plan.key = "room:" + std::to_string(*r.bootstrap_room);
+      if (options_.role == discovery::Role::kPrefill) {
+        plan.part = PdPart::kHold;
+      } else if (r.bootstrap_host && r.bootstrap_port) {
+        plan.part = PdPart::kPull;
+        plan.host = *r.bootstrap_host;
+        plan.port = *r.bootstrap_port;
+      }
+    }
+    return plan;
+  }
+
+  // Pulls the blocks `plan` names from the prefill engine: how many it held.
+  net::awaitable<Result<uint32_t>> pull_from(PdPlan plan) {
+    std::string host = plan.host;
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    http::Request req;
+    req.method = http::Method::kPost;
+    req.target = std::string(kPullPath);
+    req.headers.push_back({"Content-Type", "application/json"});
+    boost::json::object body;
+    body["key"] = plan.key;
+    body["wait"] = plan.sglang;
+    req.body = boost::json::serialize(body);
+    const http::Endpoint to{host, static_cast<uint16_t>(plan.port)};
+    auto answer = co_await peers_.request(to, std::move(req));
+    if (!answer.ok()) co_return answer.error().status;
+    if (answer->status != 200) {
+      co_return unavailable("the prefill engine at " + plan.host + ":" + std::to_string(plan.port) +
+                            " answered the pull with HTTP " + std::to_string(answer->status) +
+                            ": " + answer->body.substr(0, 200));
+    }
+    boost::system::error_code ec;
+    const boost::json::value v = boost::json::parse(answer->body, ec);
+    const boost::json::value* blocks = ec || !v.is_object() ? nullptr : v.get_object().if_contains("blocks");
+    if (blocks == nullptr || !blocks->is_number()) co_return data_loss("malformed pull answer");
+    co_return static_cast<uint32_t>(blocks->to_number<uint64_t>(ec));
+  }
+
+  net::awaitable<http::Response> pull(http::Request& req) {
+    boost::system::error_code ec;
+    const boost::json::value v = boost::json::parse(req.body, ec);
+    const boost::json::object* o = ec ? nullptr : v.if_object();
+    const boost::json::value* key = o ? o->if_contains("key") : nullptr;
+    const boost::json::value* wait = o ? o->if_contains("wait") : nullptr;
+    if (key == nullptr || !key->is_string() || key->get_string().empty() ||
+        key->get_string().size() > 256 || (wait != nullptr && !wait->is_bool())) {
+      co_return bad_request(invalid_argument("a pull is {\"key\": \"...\", \"wait\": bool}"), "key");
+    }
+    Result<uint32_t> taken = co_await transfers_.take(std::string(key->get_string()),
+                                                      wait != nullptr && wait->get_bool());
+    if (!taken.ok()) co_return http::error_response(taken.status());
+    co_return http::Response::json(200, "{\"blocks\":" + std::to_string(*taken) + "}");
   }
 
   net::awaitable<http::Response> generate(ApiKind kind, http::Request& req,
@@ -242,6 +345,29 @@ class Api {
     }
     Result<std::vector<Prepared>> prepared = prepare(r, &param);
     if (!prepared.ok()) co_return bad_request(prepared.status(), param);
+    const PdPlan plan = pd_plan(r);
+    const bool hold = plan.part == PdPart::kHold;
+    if (plan.part != PdPart::kNone && prepared->size() * r.n != 1) {
+      co_return bad_request(invalid_argument("a disaggregated request takes one prompt and n = 1"),
+                            "n");
+    }
+    // A decode of a remote prefill pulls the blocks first. vLLM's decode computes the prompt
+    // itself when the pull fails; SGLang's fails the request.
+    bool remote_kv = false;
+    if (plan.part == PdPart::kPull) {
+      Result<uint32_t> pulled = co_await pull_from(plan);
+      if (pulled.ok()) {
+        remote_kv = true;
+      } else if (plan.sglang) {
+        co_return http::error_response(unavailable(
+            "KV transfer for bootstrap room " + plan.key.substr(5) + " from " + plan.host + ":" +
+            std::to_string(plan.port) + " failed: " + pulled.status().message()));
+      } else {
+        INFERA_LOG(kWarn, "engine").msg("KV pull failed; computing the prompt here")
+            .kv("from", plan.host + ":" + std::to_string(plan.port))
+            .kv("error", pulled.status().message());
+      }
+    }
     std::vector<ChoiceSpec> choices;
     choices.reserve(prepared->size() * r.n);
     Usage usage;
@@ -255,6 +381,8 @@ class Api {
         c.max_tokens = *max_tokens;
         c.min_tokens = r.min_tokens;
         c.ignore_eos = r.ignore_eos;
+        c.hold_kv = hold;
+        c.remote_kv = remote_kv;
         choices.push_back(std::move(c));
       }
     }
@@ -274,8 +402,9 @@ class Api {
     auto counts_cache = [&](uint32_t choice) { return choice % r.n == 0; };
     std::vector<ChoiceOutput> outputs;
 
-    if (!r.stream) {
+    if (!r.stream || hold) {
       std::vector<ChoiceResult> results(num_choices);
+      std::vector<uint32_t> held;
       for (size_t i = 0; i < num_choices; ++i) results[i].text = (*prepared)[i / r.n].echo_text;
       for (;;) {
         const Status st = co_await stream->next(outputs);
@@ -291,11 +420,36 @@ class Api {
             c.text += detok[o.choice].flush();
             c.finish = o.finish;
           }
+          if (!o.held_blocks.empty()) held = o.held_blocks;
         }
       }
       std::string kv_params;
-      if (r.do_remote_decode) kv_params = kv_transfer_params();
-      co_return http::Response::json(200, completion_response(meta, results, usage, kv_params));
+      if (hold) {
+        // The blocks stay held for the decode side: vLLM's answers at once and names them;
+        // SGLang's answers once the decode engine of its room took them.
+        const std::string key = plan.sglang ? plan.key : meta.id;
+        const Status offered = co_await transfers_.offer(
+            key, stream->core_id(0), static_cast<uint32_t>(held.size()), plan.sglang);
+        if (offered.code() == StatusCode::kCancelled) co_return http::Response{};
+        if (!offered.ok()) co_return http::error_response(offered);
+        if (!plan.sglang) kv_params = kv_transfer_params(key, held);
+      }
+      if (!r.stream) {
+        co_return http::Response::json(200, completion_response(meta, results, usage, kv_params));
+      }
+      // A streamed prefill (SGLang sends the client's body as is): its whole answer at once.
+      const StreamChunks chunks(meta);
+      std::string events;
+      for (uint32_t i = 0; i < num_choices; ++i) {
+        if (kind == ApiKind::kChat) chunks.append_role(events, i, r.include_usage);
+        chunks.append_delta(events, i, results[i].text, results[i].finish, r.include_usage,
+                            r.continuous_usage_stats ? &usage : nullptr);
+      }
+      if (r.include_usage) chunks.append_usage(events, usage);
+      events += http::kSseDone;
+      if (!(co_await out.write_head(200, http::kSseContentType)).ok()) co_return http::Response{};
+      (void)co_await out.write(events);
+      co_return http::Response{};
     }
 
     const StreamChunks chunks(meta);
@@ -393,11 +547,13 @@ class Api {
   const TextCodec& codec_;
   EngineRunner& runner_;
   metrics::Registry& registry_;
+  KvTransfers& transfers_;
+  http::Client& peers_;
   const int64_t created_;
   const uint64_t id_seed_;
   std::atomic<uint64_t> ids_{0};
-  const std::string kv_host_;
-  const uint16_t kv_port_hint_;
+  const std::string engine_id_;  // vLLM's remote_engine_id: this engine's life
+  std::atomic<uint16_t> port_{0};
 };
 
 }  // namespace
@@ -413,8 +569,11 @@ struct MockEngine::Parts {
   std::unique_ptr<events::KvEventPublisher> publisher;
   std::unique_ptr<http::EventLoop> loop;
   std::unique_ptr<EngineRunner> runner;
+  std::unique_ptr<KvTransfers> transfers;
+  std::unique_ptr<http::Client> peers;  // pulls from prefill engines
   std::unique_ptr<Api> api;
   std::unique_ptr<http::Server> server;
+  std::unique_ptr<http::Server> bootstrap;  // SGLang-style prefill: the pull route only
   std::unique_ptr<discovery::EtcdRegistration> registration;
 };
 
@@ -475,12 +634,18 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
   EngineRunner* runner = p.runner.get();
   add_vllm_collector(p.registry, [runner] { return runner->snapshot(); }, config, labels);
 
-  uint16_t kv_port = 0;
-  if (const size_t colon = record.kv_endpoint.rfind(':'); colon != std::string::npos) {
-    kv_port = static_cast<uint16_t>(std::atoi(record.kv_endpoint.c_str() + colon + 1));
-  }
-  p.api = std::make_unique<Api>(engine->options_, *p.codec, *p.runner, p.registry,
-                                o.advertise_host, kv_port);
+  const auto transfer_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(o.kv_transfer_timeout_s * 1000));
+  KvTransfers::Options to;
+  to.timeout = transfer_timeout;
+  p.transfers = std::make_unique<KvTransfers>(p.loop->context(), to,
+                                              [runner](RequestId id) { runner->release_held(id); });
+  http::ClientOptions co;
+  co.response_timeout = transfer_timeout + std::chrono::seconds(10);  // a pull may wait that long
+  co.max_body_bytes = 64 * 1024;
+  p.peers = std::make_unique<http::Client>(co);
+  p.api = std::make_unique<Api>(engine->options_, *p.codec, *p.runner, p.registry, *p.transfers,
+                                *p.peers);
   http::ServerOptions so;
   so.host = o.host;
   so.port = static_cast<uint16_t>(o.port);
@@ -488,6 +653,22 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
   auto server = http::Server::start(*p.loop, so, p.api->routes());
   if (!server.ok()) return server.status();
   p.server = std::move(*server);
+  p.api->set_port(p.server->port());
+  if (o.role == discovery::Role::kPrefill && o.pd_protocol == discovery::PdProtocol::kSglang) {
+    http::Routes bootstrap_routes;
+    p.api->add_pull_route(bootstrap_routes);
+    http::ServerOptions bo;
+    bo.host = o.host;
+    bo.port = static_cast<uint16_t>(o.bootstrap_port);
+    bo.max_body_bytes = 64 * 1024;
+    auto bootstrap = http::Server::start(*p.loop, bo, std::move(bootstrap_routes));
+    if (!bootstrap.ok()) {
+      return Status(bootstrap.status().code(),
+                    "--disaggregation-bootstrap-port: " + bootstrap.status().message());
+    }
+    p.bootstrap = std::move(*bootstrap);
+    record.bootstrap_port = p.bootstrap->port();
+  }
 
   record.advertise_host = o.advertise_host;
   record.port = p.server->port();
@@ -495,6 +676,7 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
   record.block_size = config.block_size;
   record.model = o.served_name();
   record.engine = "mock";
+  record.pd_protocol = std::string(discovery::pd_protocol_name(o.pd_protocol));
   engine->worker_ = make_worker_record(record);
   const discovery::WorkerInfo& w = engine->worker_;
 
@@ -517,7 +699,10 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
       .kv("num_gpu_blocks", config.num_gpu_blocks)
       .kv("speedup_ratio", config.speedup_ratio)
       .kv("kv_events", w.kv_endpoint)
-      .kv("replay", w.replay_endpoint);
+      .kv("replay", w.replay_endpoint)
+      .kv("role", discovery::role_name(w.role))
+      .kv("pd_protocol", w.pd_protocol)
+      .kv("bootstrap_port", w.bootstrap_port);
   return engine;
 }
 
@@ -533,6 +718,7 @@ void MockEngine::shutdown(std::chrono::milliseconds drain) {
   Parts& p = *parts_;
   if (p.registration) p.registration->stop();  // routers stop sending here first
   if (p.server) p.server->shutdown(drain);
+  if (p.bootstrap) p.bootstrap->shutdown(std::chrono::milliseconds(0));
   if (p.runner) p.runner->stop();
   if (p.publisher) {
     (void)p.publisher->flush(std::chrono::milliseconds(500));

@@ -295,6 +295,45 @@ Result<GenerateRequest> parse_generate_request(ApiKind kind, std::string_view bo
       if (const json::value* d = kv->if_contains("do_remote_decode"); d && d->is_bool()) {
         r.do_remote_decode = d->get_bool();
       }
+      const json::value* remote = kv->if_contains("do_remote_prefill");
+      if (remote != nullptr && remote->is_bool() && remote->get_bool()) {
+        // A decode of a remote prefill. Without a complete address the engine computes the
+        // prompt itself, as vLLM does with empty remote_block_ids.
+        const json::value* host = kv->if_contains("remote_host");
+        const json::value* port = kv->if_contains("remote_port");
+        const json::value* id = kv->if_contains("remote_request_id");
+        const json::value* blocks = kv->if_contains("remote_block_ids");
+        if (host && host->is_string() && port && port->is_number() && id && id->is_string() &&
+            blocks && blocks->is_array() && !blocks->get_array().empty()) {
+          boost::system::error_code ec;
+          const auto port_number = port->to_number<int64_t>(ec);
+          if (ec || port_number <= 0 || port_number > 65535) {
+            return p.fail(key, "'kv_transfer_params.remote_port' must be a port");
+          }
+          GenerateRequest::RemotePrefill rp;
+          rp.host = std::string(host->get_string());
+          rp.port = static_cast<uint32_t>(port_number);
+          rp.request_id = std::string(id->get_string());
+          rp.num_blocks = blocks->get_array().size();
+          r.remote_prefill = std::move(rp);
+        }
+      }
+    } else if (key == "bootstrap_host") {
+      if (value.is_null()) continue;
+      INFERA_ASSIGN_OR_RETURN(r.bootstrap_host, p.string(value, key));
+    } else if (key == "bootstrap_port") {
+      if (value.is_null()) continue;
+      INFERA_ASSIGN_OR_RETURN(int64_t port, p.integer(value, key));
+      if (port <= 0 || port > 65535) return p.fail(key, "'bootstrap_port' must be a port");
+      r.bootstrap_port = static_cast<uint32_t>(port);
+    } else if (key == "bootstrap_room") {
+      if (value.is_null()) continue;
+      if (value.is_array()) {
+        return p.fail(key, "batched bootstrap rooms (a list) are not supported; send one prompt");
+      }
+      INFERA_ASSIGN_OR_RETURN(int64_t room, p.integer(value, key));
+      if (room < 0) return p.fail(key, "'bootstrap_room' must be a non-negative integer");
+      r.bootstrap_room = static_cast<uint64_t>(room);
     } else if (key == "temperature" || key == "top_p" || key == "presence_penalty" ||
                key == "frequency_penalty" || key == "repetition_penalty") {
       if (!value.is_null() && !value.is_number()) {

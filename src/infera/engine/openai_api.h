@@ -53,8 +53,20 @@ struct GenerateRequest {
   bool include_usage = false;             // stream_options.include_usage
   bool continuous_usage_stats = false;    // stream_options.continuous_usage_stats (vLLM)
   bool echo = false;                      // completions: prefix each text with its prompt
-  // vLLM disaggregation (NIXL): a prefill request asks {"do_remote_decode": true}.
+  // vLLM disaggregation (NIXL): a prefill request asks {"do_remote_decode": true}; a decode
+  // request carries the prefill's answer, {"do_remote_prefill": true, "remote_host": ...}.
   bool do_remote_decode = false;
+  struct RemotePrefill {
+    std::string host;        // remote_host: the prefill engine's side channel
+    uint32_t port = 0;       // remote_port
+    std::string request_id;  // remote_request_id: the key of its held blocks
+    size_t num_blocks = 0;   // remote_block_ids' length
+  };
+  std::optional<RemotePrefill> remote_prefill;  // do_remote_prefill with a complete address
+  // SGLang disaggregation: the prefill engine's bootstrap server and the transfer session.
+  std::optional<std::string> bootstrap_host;
+  std::optional<uint32_t> bootstrap_port;
+  std::optional<uint64_t> bootstrap_room;
 };
 
 // Parses a request body. Errors are InvalidArgument; `param` (optional) receives the offending

@@ -25,4 +25,9 @@ Nanos TimingModel::step_duration(const StepShape& s) const {
   return Nanos(std::max<int64_t>(1, static_cast<int64_t>(ns)));
 }
 
+Nanos TimingModel::transfer_duration(uint64_t bytes, double gb_per_s) const {
+  const double ns = std::round(static_cast<double>(bytes) / gb_per_s / speedup_ratio_);
+  return Nanos(std::max<int64_t>(1, static_cast<int64_t>(ns)));
+}
+
 }  // namespace infera::engine

@@ -46,6 +46,9 @@ class TimingModel {
   // Wall (or virtual) duration of a step: step_ms / speedup_ratio, at least 1 ns so that time
   // always moves forward.
   Nanos step_duration(const StepShape& shape) const;
+  // Duration of moving `bytes` over a link of `gb_per_s` (10^9 bytes per second), divided by
+  // the speedup ratio; at least 1 ns.
+  Nanos transfer_duration(uint64_t bytes, double gb_per_s) const;
 
  private:
   double speedup_ratio_;

@@ -73,6 +73,17 @@ void add_vllm_collector(metrics::Registry& registry, std::function<RunnerSnapsho
     counter("infera_engine_kv_event_drops_total",
             "KV-event batches dropped because the publisher queue was full.",
             static_cast<double>(s.kv_event_drops));
+    // Disaggregation: pulls of a remote prefill's blocks (decode side), the blocks they moved,
+    // requests waiting for their pull, finished prefills holding blocks for a remote decode.
+    counter("infera_engine_kv_pulls_total", "Pulls of a remote prefill's KV blocks.",
+            static_cast<double>(m.kv_pulls));
+    counter("infera_engine_kv_pulled_blocks_total", "KV blocks pulled from remote prefills.",
+            static_cast<double>(m.kv_pulled_blocks));
+    gauge("infera_engine_kv_transferring_requests",
+          "Requests waiting for their KV blocks from a remote prefill.", m.num_transferring);
+    gauge("infera_engine_kv_held_requests",
+          "Finished prefills holding their KV blocks for a remote decode.",
+          m.num_held_for_transfer);
     gauge("infera_engine_lag_seconds",
           "How far the last delivered step ended behind the clock.", s.lag_seconds);
   });

@@ -42,6 +42,8 @@ discovery::WorkerInfo make_worker_record(const WorkerRecordParams& p) {
   w.block_size = p.block_size;
   w.model = p.model;
   w.engine = p.engine;
+  w.pd_protocol = p.pd_protocol;
+  w.bootstrap_port = p.bootstrap_port;
   return w;
 }
 

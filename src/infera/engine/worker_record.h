@@ -32,6 +32,8 @@ struct WorkerRecordParams {
   uint32_t block_size = 0;
   std::string model;   // served model name
   std::string engine;  // "mock", "vllm", "sglang"
+  std::string pd_protocol;      // "vllm", "sglang"; empty: by engine (discovery::pd_protocol)
+  uint32_t bootstrap_port = 0;  // an SGLang-style prefill's bootstrap server; 0: none
   // The KV-event sockets as bound (a wildcard host is replaced); empty: none. Pass the PUB
   // endpoint only when the engine binds it (events::publisher_binds).
   std::string kv_endpoint;

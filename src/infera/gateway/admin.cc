@@ -56,6 +56,11 @@ json::object worker_json(const GatewayContext& g, const FleetMember& m) {
   o["worker_id"] = m.info.id;
   o["url"] = m.info.url;
   o["role"] = discovery::role_name(m.info.role);
+  if (!m.info.engine.empty()) o["engine"] = m.info.engine;
+  if (m.info.role != discovery::Role::kBoth) {
+    o["pd_protocol"] = discovery::pd_protocol_name(discovery::pd_protocol(m.info));
+  }
+  if (m.info.bootstrap_port) o["bootstrap_port"] = m.info.bootstrap_port;
   json::array models;
   uint32_t block_size = 0;
   std::string refused;
@@ -125,9 +130,12 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
   } else {
     wanted = {routing::Stage::kAggregated};
   }
+  // The decode stage is scored among the workers that speak the prefill winner's protocol.
+  std::optional<discovery::PdProtocol> protocol;
   for (const routing::Stage stage : wanted) {
     std::vector<kv::WorkerId> candidates;
     g.fleet->candidates(*view, parsed->model, stage, {}, candidates);
+    if (protocol) keep_protocol(*view, *protocol, candidates);
     json::object s;
     s["stage"] = routing::stage_name(stage);
     auto d = g.router->score(hashes, static_cast<uint32_t>(ids->size()), candidates, stage);
@@ -141,6 +149,9 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
     s["request_blocks"] = d->request_blocks;
     const FleetMember* winner = view->by_slot(d->worker());
     s["winner"] = winner ? json::value(winner->info.id) : json::value(nullptr);
+    if (stage == routing::Stage::kPrefill && winner != nullptr) {
+      protocol = discovery::pd_protocol(winner->info);
+    }
     json::array rows;
     for (const routing::Candidate& c : d->table) {
       const FleetMember* m = view->by_slot(c.worker);
@@ -160,6 +171,7 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
   root["prompt_tokens"] = ids->size();
   root["block_size"] = g.config.block_size;
   root["disaggregated"] = disaggregated;
+  if (protocol) root["protocol"] = discovery::pd_protocol_name(*protocol);
   root["stages"] = std::move(stages);
   co_return json_response(200, root);
 }

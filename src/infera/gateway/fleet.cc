@@ -46,6 +46,14 @@ const FleetMember* FleetView::by_slot(kv::WorkerId slot) const {
   return nullptr;
 }
 
+void keep_protocol(const FleetView& view, discovery::PdProtocol protocol,
+                   std::vector<kv::WorkerId>& slots) {
+  std::erase_if(slots, [&](kv::WorkerId slot) {
+    const FleetMember* m = view.by_slot(slot);
+    return m == nullptr || discovery::pd_protocol(m->info) != protocol;
+  });
+}
+
 Fleet::Fleet(Options options, kv::KvIndex& index, kv::ActiveLoad& load, http::EventLoop& loop,
              http::Client& client, const Clock& clock)
     : options_(options),

@@ -61,6 +61,11 @@ struct FleetView {
   const FleetMember* by_slot(kv::WorkerId slot) const;
 };
 
+// Keeps in `slots` only the workers of `view` that speak `protocol`: both workers of a split
+// request must speak the same one.
+void keep_protocol(const FleetView& view, discovery::PdProtocol protocol,
+                   std::vector<kv::WorkerId>& slots);
+
 class Fleet {
  public:
   struct Options {

@@ -1,9 +1,12 @@
 // The request path of ARCHITECTURE section 3: parse, tokenize (render chat), hash, score, pick,
 // register active blocks, forward and relay, release on end, error or disconnect; a worker
 // that fails before the first byte is marked and the request goes to the next best worker.
-// A split fleet (prefill and decode pools) serves a request in two calls, vLLM style: a prefill
-// call that computes the prompt's KV blocks and returns their kv_transfer_params, then a decode
-// call carrying them, relayed to the client like an aggregated answer.
+// A split fleet (prefill and decode pools) serves a request with the protocol of its engines
+// (shared/wire/KV_EVENTS.md section 4): vLLM style, a prefill call that computes the prompt's KV
+// blocks and returns their kv_transfer_params, then a decode call carrying them, relayed to the
+// client like an aggregated answer; SGLang style, one body with bootstrap_host/port/room sent to
+// the prefill and the decode worker at once, the decode answer relayed, the prefill answer read
+// to its end and checked.
 #include <algorithm>
 #include <optional>
 
@@ -13,6 +16,7 @@
 #include "infera/gateway/context.h"
 #include "infera/http/error.h"
 #include "infera/http/net.h"
+#include "infera/http/sse.h"
 #include "infera/kv/block_hash.h"
 #include "infera/proxy/forward.h"
 
@@ -49,17 +53,22 @@ http::Request upstream_request(const http::Request& client, const std::string& r
   return up;
 }
 
+// Request ids and bootstrap rooms: unique per request, not a security token.
+uint64_t random_u64() {
+  thread_local Rng rng(static_cast<uint64_t>(
+      std::chrono::steady_clock::now().time_since_epoch().count()) ^
+      reinterpret_cast<uintptr_t>(&rng));
+  return rng.next();
+}
+
 std::string make_request_id(std::string_view given) {
   if (!given.empty() && given.size() <= 128) {
     bool clean = true;
     for (const char c : given) clean = clean && c > 0x20 && c < 0x7f && c != '"';
     if (clean) return std::string(given);
   }
-  thread_local Rng rng(static_cast<uint64_t>(
-      std::chrono::steady_clock::now().time_since_epoch().count()) ^
-      reinterpret_cast<uintptr_t>(&rng));
   char buf[40];
-  std::snprintf(buf, sizeof(buf), "infera-%016llx", static_cast<unsigned long long>(rng.next()));
+  std::snprintf(buf, sizeof(buf), "infera-%016llx", static_cast<unsigned long long>(random_u64()));
   return buf;
 }
 
@@ -77,15 +86,22 @@ struct RoutedRequest {
 
 enum class Pick { kOk, kQueueFull, kAtCapacity, kNone };
 
-// Fills `out` with `stage`'s candidates (excluding `tried`). When every worker is at its
-// in-flight cap and `may_queue` (a first attempt), waits in the bounded queue for a slot, up to
-// the first-byte deadline; a full queue is kQueueFull, a wait that runs out kAtCapacity.
+// Fills `out` with `stage`'s candidates (excluding `tried`; with `protocol`, only workers that
+// speak it). When every worker is at its in-flight cap and `may_queue` (a first attempt), waits
+// in the bounded queue for a slot, up to the first-byte deadline; a full queue is kQueueFull, a
+// wait that runs out kAtCapacity.
 net::awaitable<Pick> wait_for_candidates(GatewayContext& g, std::shared_ptr<const FleetView> view,
                                          std::string model, routing::Stage stage,
-                                         std::vector<kv::WorkerId> tried, bool may_queue,
-                                         Nanos deadline, std::vector<kv::WorkerId>* out) {
+                                         std::vector<kv::WorkerId> tried,
+                                         std::optional<discovery::PdProtocol> protocol,
+                                         bool may_queue, Nanos deadline,
+                                         std::vector<kv::WorkerId>* out) {
   bool at_capacity = false;
-  g.fleet->candidates(*view, model, stage, tried, *out, &at_capacity);
+  auto fill = [&] {
+    g.fleet->candidates(*view, model, stage, tried, *out, &at_capacity);
+    if (protocol) keep_protocol(*view, *protocol, *out);
+  };
+  fill();
   if (out->empty() && at_capacity && may_queue) {
     if (g.queued.fetch_add(1) >= g.config.max_queue) {
       g.queued.fetch_sub(1);
@@ -98,7 +114,7 @@ net::awaitable<Pick> wait_for_candidates(GatewayContext& g, std::shared_ptr<cons
       timer.expires_after(std::chrono::milliseconds(5));
       auto [ec] = co_await timer.async_wait(use_nothrow);
       if (ec) break;  // cancelled: the client went away
-      g.fleet->candidates(*view, model, stage, tried, *out, &at_capacity);
+      fill();
     }
     g.queued.fetch_sub(1);
   }
@@ -170,24 +186,53 @@ std::string prefill_body(const std::string& client_body) {
   return boost::json::serialize(v);
 }
 
-// The decode call's body: the client's body, byte for byte, plus `"kv_transfer_params":
-// <params>` (replacing any the client sent).
-std::string decode_body(const std::string& client_body, const std::string& params) {
+// A stage's body: the client's body, byte for byte, plus `fields` (name, JSON text) before its
+// closing brace. A client body that already has one of the names is re-serialized with the
+// fields replacing its own.
+std::string with_fields(const std::string& client_body,
+                        const std::vector<std::pair<std::string_view, std::string>>& fields) {
   boost::system::error_code ec;
   boost::json::value v = boost::json::parse(client_body, ec);
   if (ec || !v.is_object()) return client_body;  // cannot happen: the request was validated
   boost::json::object& o = v.as_object();
   const size_t close = client_body.rfind('}');
-  if (o.contains("kv_transfer_params") || close == std::string::npos) {
-    o["kv_transfer_params"] = boost::json::parse(params, ec);
+  bool clash = close == std::string::npos;
+  for (const auto& [name, value] : fields) clash = clash || o.contains(name);
+  if (clash) {
+    for (const auto& [name, value] : fields) o[name] = boost::json::parse(value, ec);
     return boost::json::serialize(v);
   }
   std::string out = client_body.substr(0, close);
-  if (!o.empty()) out += ',';
-  out += "\"kv_transfer_params\":";
-  out += params;
+  bool first = o.empty();
+  for (const auto& [name, value] : fields) {
+    if (!first) out += ',';
+    first = false;
+    out += '"';
+    out += name;
+    out += "\":";
+    out += value;
+  }
   out += client_body.substr(close);
   return out;
+}
+
+// The decode call's body (vLLM): the client's, plus "kv_transfer_params": <params>.
+std::string decode_body(const std::string& client_body, const std::string& params) {
+  return with_fields(client_body, {{"kv_transfer_params", params}});
+}
+
+// SGLang's body for both workers: the client's, plus the prefill worker's bootstrap server
+// (its host as in its URL, IPv6 bracketed; its bootstrap port, or null when it registered none)
+// and the transfer session's room.
+std::string bootstrap_body(const std::string& client_body, const discovery::WorkerInfo& prefill,
+                           uint64_t room) {
+  const std::string host = prefill.id.substr(0, prefill.id.rfind(':'));
+  return with_fields(client_body,
+                     {{"bootstrap_host", boost::json::serialize(boost::json::value(host))},
+                      {"bootstrap_port", prefill.bootstrap_port
+                                             ? std::to_string(prefill.bootstrap_port)
+                                             : std::string("null")},
+                      {"bootstrap_room", std::to_string(room)}});
 }
 
 // The prefill answer's kv_transfer_params, serialized; nullopt when absent, null or not an
@@ -262,133 +307,183 @@ void record_prediction(GatewayContext& g, const RoutedRequest& r, const routing:
                                      g.config.block_size);
 }
 
-// Routes among `stage`'s workers and relays one upstream exchange (`body`) to the client: an
-// aggregated request, or the decode stage of a disaggregated one. A worker that fails before
-// the first byte is marked and the next best is tried (up to --retries); after it, the client
-// gets an OpenAI error event and the stream ends (proxy::forward). An empty `body` sends the
-// client's own.
+std::string_view stage_label(routing::Stage stage) {
+  switch (stage) {
+    case routing::Stage::kPrefill: return "prefill ";
+    case routing::Stage::kDecode: return "decode ";
+    case routing::Stage::kAggregated: break;
+  }
+  return "";
+}
+
+// One stage's routing decision in one attempt: the worker (its blocks held as active load by
+// `ticket`), or none. With none, `answer` is the client's answer on a first attempt (shed, or
+// an error); on a later attempt it is empty and the caller answers with the last failure.
+struct StagePick {
+  const FleetMember* member = nullptr;
+  std::optional<http::Response> answer;
+};
+
+net::awaitable<StagePick> pick_worker(GatewayContext& g, std::shared_ptr<const FleetView> view,
+                                      const RoutedRequest* r, routing::Stage stage,
+                                      std::vector<kv::WorkerId> tried, uint32_t attempt,
+                                      std::optional<discovery::PdProtocol> protocol,
+                                      HeldTicket* ticket) {
+  StagePick out;
+  std::vector<kv::WorkerId> candidates;
+  const Pick pick = co_await wait_for_candidates(g, view, r->model, stage, std::move(tried),
+                                                 protocol, attempt == 0, r->deadline, &candidates);
+  if (pick != Pick::kOk) {
+    if (attempt == 0) out.answer = shed_response(g, *r, *view, pick, stage_label(stage));
+    co_return out;
+  }
+  const Nanos t_score = g.clock.now();
+  auto routed = g.router->route(r->hashes, r->prompt_tokens, candidates, stage);
+  g.metrics.score.observe(to_seconds(g.clock.now() - t_score));
+  if (!routed.ok()) {
+    out.answer = fail_response(g, *r, routed.status(), {});
+    co_return out;
+  }
+  ticket->hold(routed->ticket);
+  const routing::Decision& d = routed->decision;
+  const FleetMember* member = view->by_slot(d.worker());
+  if (member == nullptr) {  // cannot happen: candidates come from this view
+    out.answer = fail_response(g, *r, internal_error("routing chose an unknown worker"), {});
+    co_return out;
+  }
+  if (attempt == 0 && stage != routing::Stage::kDecode) record_prediction(g, *r, d);
+  INFERA_LOG(kDebug, "gateway").msg("routed").kv("request_id", r->request_id)
+      .kv("stage", routing::stage_name(stage)).kv("worker", member->info.id)
+      .kv("hits", d.chosen().cache_hits).kv("blocks", d.request_blocks)
+      .kv("active", d.chosen().active_blocks).kv("cost", d.chosen().cost)
+      .kv("attempt", attempt);
+  out.member = member;
+  co_return out;
+}
+
+// A worker that failed before the client saw a byte: marked, counted, excluded from the
+// request's next attempt.
+void note_retry(GatewayContext& g, const RoutedRequest& r, routing::Stage stage,
+                const FleetMember& m, int status, const Status& error,
+                std::vector<kv::WorkerId>& tried) {
+  g.fleet->record_failure(m);
+  g.metrics.retries.inc();
+  if (stage != routing::Stage::kAggregated) {
+    g.metrics.count_disagg(routing::stage_name(stage), m.info.id, status);
+  }
+  INFERA_LOG(kWarn, "gateway").msg("worker failed before the first byte; trying another")
+      .kv("request_id", r.request_id).kv("stage", routing::stage_name(stage))
+      .kv("worker", m.info.id).kv("error", error.message());
+  tried.push_back(m.slot);
+}
+
+// The end of a relayed exchange (the client's answer is written, or it left): the worker's
+// health, the request's timings and counters. kRetryable is the caller's.
+void settle(GatewayContext& g, const RoutedRequest& r, routing::Stage stage, const FleetMember& m,
+            const proxy::ForwardOutcome& outcome) {
+  const bool disagg = stage != routing::Stage::kAggregated;
+  int status = outcome.upstream_status;
+  switch (outcome.result) {
+    case proxy::ForwardResult::kCompleted:
+      g.fleet->record_success(m);
+      g.metrics.ttft.observe(to_seconds(outcome.first_byte - r.start));
+      g.metrics.duration.observe(to_seconds(g.clock.now() - r.start));
+      break;
+    case proxy::ForwardResult::kBrokenStream:
+      g.fleet->record_failure(m);
+      INFERA_LOG(kWarn, "gateway").msg("worker failed mid-stream")
+          .kv("request_id", r.request_id).kv("stage", routing::stage_name(stage))
+          .kv("worker", m.info.id).kv("error", outcome.error.message());
+      status = 502;
+      break;
+    case proxy::ForwardResult::kClientGone:
+    case proxy::ForwardResult::kRetryable:
+      status = 499;
+      break;
+  }
+  if (disagg) g.metrics.count_disagg(routing::stage_name(stage), m.info.id, status);
+  g.metrics.count_request(r.route, status, m.info.id);
+}
+
+// Routes among `stage`'s workers (with `protocol`, those that speak it) and relays one upstream
+// exchange (`body`) to the client: an aggregated request, or the decode stage of a vLLM-style
+// disaggregated one. A worker that fails before the first byte is marked and the next best is
+// tried (up to --retries); after it, the client gets an OpenAI error event and the stream ends
+// (proxy::forward). An empty `body` sends the client's own.
 net::awaitable<http::Response> relay(GatewayContext& g, http::Request& request,
                                      http::ResponseWriter& out,
                                      std::shared_ptr<const FleetView> view, RoutedRequest r,
-                                     routing::Stage stage, std::string body) {
-  const bool decode = stage == routing::Stage::kDecode;
-  const std::string_view label = decode ? "decode " : "";
-  auto count = [&](const FleetMember& m, int status) {
-    if (decode) g.metrics.count_disagg("decode", m.info.id, status);
-    g.metrics.count_request(r.route, status, m.info.id);
-  };
+                                     routing::Stage stage,
+                                     std::optional<discovery::PdProtocol> protocol,
+                                     std::string body) {
   std::vector<kv::WorkerId> tried;
-  std::vector<kv::WorkerId> candidates;
-  Status last_error = unavailable("no " + std::string(label) + "worker is available");
+  Status last_error = unavailable("no " + std::string(stage_label(stage)) + "worker is available");
   for (uint32_t attempt = 0; attempt <= g.config.retries; ++attempt) {
-    const Pick pick = co_await wait_for_candidates(g, view, r.model, stage, tried, attempt == 0,
-                                                   r.deadline, &candidates);
-    if (pick != Pick::kOk) {
-      if (attempt > 0) break;
-      co_return shed_response(g, r, *view, pick, label);
-    }
-    const Nanos t_score = g.clock.now();
-    auto routed = g.router->route(r.hashes, r.prompt_tokens, candidates, stage);
-    g.metrics.score.observe(to_seconds(g.clock.now() - t_score));
-    if (!routed.ok()) co_return fail_response(g, r, routed.status(), {});
     HeldTicket ticket(*g.router);
-    ticket.hold(routed->ticket);
-    const routing::Decision& d = routed->decision;
-    const FleetMember* member = view->by_slot(d.worker());
-    if (member == nullptr) {  // cannot happen: candidates come from this view
-      co_return fail_response(g, r, internal_error("routing chose an unknown worker"), {});
-    }
-    if (attempt == 0 && !decode) record_prediction(g, r, d);
-    INFERA_LOG(kDebug, "gateway").msg("routed").kv("request_id", r.request_id)
-        .kv("stage", routing::stage_name(stage)).kv("worker", member->info.id)
-        .kv("hits", d.chosen().cache_hits).kv("blocks", d.request_blocks)
-        .kv("active", d.chosen().active_blocks).kv("cost", d.chosen().cost)
-        .kv("attempt", attempt);
+    StagePick pick = co_await pick_worker(g, view, &r, stage, tried, attempt, protocol, &ticket);
+    if (pick.answer) co_return std::move(*pick.answer);
+    if (pick.member == nullptr) break;
+    const FleetMember& member = *pick.member;
 
     http::Request up = upstream_request(request, r.request_id, body.empty() ? request.body : body);
     proxy::ForwardOptions fo;
     fo.deadline = r.deadline;
-    InflightCall call(*member);
+    InflightCall call(member);
     proxy::ForwardOutcome outcome =
-        co_await proxy::forward(*g.upstream, member->endpoint, std::move(up), out, fo, g.clock);
+        co_await proxy::forward(*g.upstream, member.endpoint, std::move(up), out, fo, g.clock);
     call.end();
     ticket.release();
-
-    switch (outcome.result) {
-      case proxy::ForwardResult::kCompleted:
-        g.fleet->record_success(*member);
-        g.metrics.ttft.observe(to_seconds(outcome.first_byte - r.start));
-        g.metrics.duration.observe(to_seconds(g.clock.now() - r.start));
-        count(*member, outcome.upstream_status);
-        co_return http::Response{};
-      case proxy::ForwardResult::kBrokenStream:
-        g.fleet->record_failure(*member);
-        INFERA_LOG(kWarn, "gateway").msg("worker failed mid-stream")
-            .kv("request_id", r.request_id).kv("stage", routing::stage_name(stage))
-            .kv("worker", member->info.id).kv("error", outcome.error.message());
-        count(*member, 502);
-        co_return http::Response{};
-      case proxy::ForwardResult::kClientGone:
-        count(*member, 499);
-        co_return http::Response{};
-      case proxy::ForwardResult::kRetryable:
-        g.fleet->record_failure(*member);
-        g.metrics.retries.inc();
-        if (decode) g.metrics.count_disagg("decode", member->info.id, 502);
-        INFERA_LOG(kWarn, "gateway").msg("worker failed before the first byte; trying another")
-            .kv("request_id", r.request_id).kv("stage", routing::stage_name(stage))
-            .kv("worker", member->info.id).kv("error", outcome.error.message());
-        last_error = outcome.error;
-        tried.push_back(member->slot);
-        if (g.clock.now() > r.deadline) {
-          last_error = deadline_exceeded("the request deadline passed while retrying");
-          attempt = g.config.retries;  // stop
-        }
-        break;
+    if (outcome.result != proxy::ForwardResult::kRetryable) {
+      settle(g, r, stage, member, outcome);
+      co_return http::Response{};
+    }
+    note_retry(g, r, stage, member, 502, outcome.error, tried);
+    last_error = outcome.error;
+    if (g.clock.now() > r.deadline) {
+      last_error = deadline_exceeded("the request deadline passed while retrying");
+      break;
     }
   }
   co_return fail_response(g, r, last_error, {.origin = http::ErrorOrigin::kUpstream});
 }
 
-// A request on a split fleet: prefill among the prefill workers (prefill weight), then decode
-// among the decode workers (decode weight). Both workers carry the prompt's blocks as active
-// load until the request ends. A prefill worker that fails before answering is replaced by
-// another (up to --retries); the decode call behaves like an aggregated request.
-net::awaitable<http::Response> serve_disaggregated(GatewayContext& g, http::Request& request,
-                                                   http::ResponseWriter& out,
-                                                   std::shared_ptr<const FleetView> view,
-                                                   RoutedRequest r) {
-  auto fail = [&](const Status& s, http::ErrorContext ctx) {
-    return fail_response(g, r, s, ctx);
-  };
+// A prefill answer that reached the client as it is: the worker refused the request (4xx).
+http::Response passed_through(GatewayContext& g, const RoutedRequest& r, const FleetMember& m,
+                              http::Response answer) {
+  http::Response resp;
+  resp.status = answer.status;
+  const std::string_view type = answer.header("Content-Type");
+  if (!type.empty()) resp.headers.push_back({"Content-Type", std::string(type)});
+  resp.headers.push_back({"X-Request-Id", r.request_id});
+  resp.body = std::move(answer.body);
+  g.metrics.count_request(r.route, resp.status, m.info.id);
+  return resp;
+}
 
-  // Stage 1: prefill.
+// vLLM style: prefill among the prefill workers (prefill weight), then decode among the decode
+// workers (decode weight) with the prefill answer's kv_transfer_params. Both workers carry the
+// prompt's blocks as active load until the request ends. A prefill worker that fails before
+// answering is replaced by another (up to --retries); the decode call behaves like an
+// aggregated request. `first` is the attempt-0 prefill choice, its blocks held by `ticket`.
+net::awaitable<http::Response> serve_vllm(GatewayContext& g, http::Request& request,
+                                          http::ResponseWriter& out,
+                                          std::shared_ptr<const FleetView> view, RoutedRequest r,
+                                          const FleetMember* first, HeldTicket* ticket) {
+  constexpr auto kVllm = discovery::PdProtocol::kVllm;
   const std::string prefill_request_body = prefill_body(request.body);
-  HeldTicket prefill_ticket(*g.router);
   std::optional<std::string> params;
   bool prefilled = false;
   std::vector<kv::WorkerId> tried;
-  std::vector<kv::WorkerId> candidates;
   Status last_error = unavailable("no prefill worker is available");
   for (uint32_t attempt = 0; attempt <= g.config.retries && !prefilled; ++attempt) {
-    const Pick pick = co_await wait_for_candidates(g, view, r.model, routing::Stage::kPrefill,
-                                                   tried, attempt == 0, r.deadline, &candidates);
-    if (pick != Pick::kOk) {
-      if (attempt > 0) break;
-      co_return shed_response(g, r, *view, pick, "prefill ");
+    const FleetMember* member = first;
+    if (attempt > 0) {
+      StagePick pick = co_await pick_worker(g, view, &r, routing::Stage::kPrefill, tried, attempt,
+                                            kVllm, ticket);
+      if (pick.answer) co_return std::move(*pick.answer);
+      if (pick.member == nullptr) break;
+      member = pick.member;
     }
-    const Nanos t_score = g.clock.now();
-    auto routed = g.router->route(r.hashes, r.prompt_tokens, candidates, routing::Stage::kPrefill);
-    g.metrics.score.observe(to_seconds(g.clock.now() - t_score));
-    if (!routed.ok()) co_return fail(routed.status(), {});
-    prefill_ticket.hold(routed->ticket);
-    const routing::Decision& d = routed->decision;
-    const FleetMember* member = view->by_slot(d.worker());
-    if (member == nullptr) co_return fail(internal_error("routing chose an unknown worker"), {});
-    if (attempt == 0) record_prediction(g, r, d);
-    INFERA_LOG(kDebug, "gateway").msg("routed prefill").kv("request_id", r.request_id)
-        .kv("worker", member->info.id).kv("hits", d.chosen().cache_hits)
-        .kv("blocks", d.request_blocks).kv("cost", d.chosen().cost).kv("attempt", attempt);
 
     http::Request up = upstream_request(request, r.request_id, prefill_request_body);
     InflightCall call(*member);
@@ -403,14 +498,9 @@ net::awaitable<http::Response> serve_disaggregated(GatewayContext& g, http::Requ
       last_error = answer.ok() ? unavailable("prefill worker answered HTTP " +
                                              std::to_string(answer->status))
                                : answer.error().status;
-      g.fleet->record_failure(*member);
-      g.metrics.retries.inc();
-      g.metrics.count_disagg("prefill", member->info.id, answer.ok() ? answer->status : 502);
-      INFERA_LOG(kWarn, "gateway").msg("prefill worker failed; trying another")
-          .kv("request_id", r.request_id).kv("worker", member->info.id)
-          .kv("error", last_error.message());
-      prefill_ticket.release();
-      tried.push_back(member->slot);
+      note_retry(g, r, routing::Stage::kPrefill, *member, answer.ok() ? answer->status : 502,
+                 last_error, tried);
+      ticket->release();
       if (g.clock.now() > r.deadline) {
         last_error = deadline_exceeded("the request deadline passed while retrying");
         break;
@@ -419,17 +509,7 @@ net::awaitable<http::Response> serve_disaggregated(GatewayContext& g, http::Requ
     }
     g.fleet->record_success(*member);
     g.metrics.count_disagg("prefill", member->info.id, answer->status);
-    if (answer->status != 200) {
-      // The worker refused the request itself (4xx): the client gets its answer.
-      http::Response resp;
-      resp.status = answer->status;
-      const std::string_view type = answer->header("Content-Type");
-      if (!type.empty()) resp.headers.push_back({"Content-Type", std::string(type)});
-      resp.headers.push_back({"X-Request-Id", r.request_id});
-      resp.body = std::move(answer->body);
-      g.metrics.count_request(r.route, resp.status, member->info.id);
-      co_return resp;
-    }
+    if (answer->status != 200) co_return passed_through(g, r, *member, std::move(answer.value()));
     params = transfer_params(answer->body);
     if (!params) {
       INFERA_LOG(kDebug, "gateway")
@@ -438,12 +518,230 @@ net::awaitable<http::Response> serve_disaggregated(GatewayContext& g, http::Requ
     }
     prefilled = true;
   }
-  if (!prefilled) co_return fail(last_error, {.origin = http::ErrorOrigin::kUpstream});
+  if (!prefilled) co_return fail_response(g, r, last_error, {.origin = http::ErrorOrigin::kUpstream});
 
   // Stage 2: decode, relayed to the client.
   std::string decode_request_body = params ? decode_body(request.body, *params) : request.body;
   co_return co_await relay(g, request, out, std::move(view), std::move(r), routing::Stage::kDecode,
-                           std::move(decode_request_body));
+                           kVllm, std::move(decode_request_body));
+}
+
+// SGLang style: the two calls of one attempt run at once on the connection's strand. Each can
+// stop the other: a prefill failure before the client saw a byte stops the decode call (the
+// decode worker would wait for KV blocks that never come), a decode failure stops the prefill
+// call (its worker would hold the blocks for a room nobody joins).
+struct PairCalls {
+  explicit PairCalls(const net::any_io_executor& ex) : prefill_stop(ex), decode_stop(ex) {}
+  net::steady_timer prefill_stop;  // cancelled when the decode call failed
+  net::steady_timer decode_stop;   // cancelled when the prefill call failed first
+  bool prefill_stopped = false;
+  bool decode_stopped = false;
+};
+
+// Returns once `stopped` is set (its timer cancelled), or when cancelled itself.
+net::awaitable<void> until_stopped(net::steady_timer* timer, const bool* stopped) {
+  if (*stopped) co_return;
+  timer->expires_at(net::steady_timer::time_point::max());
+  (void)co_await timer->async_wait(use_nothrow);
+}
+
+// The prefill call's result, read to its end and checked.
+struct PrefillCheck {
+  int status = 0;       // the worker's HTTP status; 0: no answer
+  Status error;         // ok: a 2xx answer without an error event
+  bool stopped = false;  // stopped because the decode call failed, or the client left
+  std::optional<http::Response> answer;  // a 4xx answer, for the client
+};
+
+// A prefill answer is good when it is 2xx and, streamed, carries no OpenAI error event.
+Status check_prefill_answer(const http::Response& answer) {
+  if (answer.status >= 300) {
+    return unavailable("prefill worker answered HTTP " + std::to_string(answer.status));
+  }
+  if (answer.header("Content-Type").rfind(http::kSseContentType, 0) != 0) return ok_status();
+  http::SseParser parser;
+  parser.feed(answer.body);
+  http::SseEvent ev;
+  while (parser.next(ev)) {
+    if (ev.data.starts_with("{\"error\"")) {
+      return unavailable("prefill worker's stream ended with an error: " + std::string(ev.data));
+    }
+  }
+  return parser.status();
+}
+
+// One whole upstream exchange, as a default-constructible value (awaitable operators need one).
+struct Fetched {
+  std::optional<http::Response> answer;
+  Status error;
+};
+net::awaitable<Fetched> fetch(http::Client* client, http::Endpoint to, http::Request up) {
+  Fetched f;
+  auto answer = co_await client->request(to, std::move(up));
+  if (answer.ok()) {
+    f.answer = std::move(answer.value());
+  } else {
+    f.error = answer.error().status;
+  }
+  co_return f;
+}
+
+net::awaitable<PrefillCheck> sglang_prefill(GatewayContext& g, http::Endpoint to,
+                                            http::Request up, const http::ResponseWriter* out,
+                                            PairCalls* pair) {
+  co_await net::this_coro::throw_if_cancelled(false);
+  PrefillCheck c;
+  auto call = fetch(g.upstream.get(), std::move(to), std::move(up));
+  auto stop = until_stopped(&pair->prefill_stop, &pair->prefill_stopped);
+  auto first = co_await (std::move(call) || std::move(stop));
+  if (first.index() == 1 || std::get<0>(first).error.code() == StatusCode::kCancelled) {
+    c.stopped = true;
+    c.error = cancelled("the prefill call was stopped");
+    co_return c;
+  }
+  Fetched& f = std::get<0>(first);
+  if (!f.answer) {
+    c.error = f.error;
+  } else {
+    c.status = f.answer->status;
+    c.error = check_prefill_answer(*f.answer);
+    if (f.answer->status >= 400 && f.answer->status < 500) c.answer = std::move(f.answer);
+  }
+  if (!c.error.ok() && !out->started()) {
+    pair->decode_stopped = true;
+    pair->decode_stop.cancel();
+  }
+  co_return c;
+}
+
+net::awaitable<proxy::ForwardOutcome> sglang_decode(GatewayContext& g, http::Endpoint to,
+                                                    http::Request up, http::ResponseWriter* out,
+                                                    proxy::ForwardOptions fo, PairCalls* pair) {
+  co_await net::this_coro::throw_if_cancelled(false);
+  auto call = proxy::forward(*g.upstream, to, std::move(up), *out, fo, g.clock);
+  auto stop = until_stopped(&pair->decode_stop, &pair->decode_stopped);
+  auto first = co_await (std::move(call) || std::move(stop));
+  proxy::ForwardOutcome o;
+  if (first.index() == 0) {
+    o = std::move(std::get<0>(first));
+  } else {
+    o.result = proxy::ForwardResult::kRetryable;  // nothing reached the client
+    o.error = unavailable("the prefill call failed");
+  }
+  if (o.result == proxy::ForwardResult::kRetryable || o.result == proxy::ForwardResult::kClientGone) {
+    pair->prefill_stopped = true;
+    pair->prefill_stop.cancel();
+  }
+  co_return o;
+}
+
+// SGLang style: each attempt picks a prefill worker (prefill weight) and a decode worker (decode
+// weight), adds the prefill worker's bootstrap address and a fresh random room to the client's
+// body, and sends it to both at once. The decode answer goes to the client; the prefill answer
+// is read to its end and checked. A failure of either before the client saw a byte stops the
+// other, marks the failed worker and tries a new pair (up to --retries); after it, the client
+// gets an OpenAI error event (proxy::forward). `first` is the attempt-0 prefill choice.
+net::awaitable<http::Response> serve_sglang(GatewayContext& g, http::Request& request,
+                                            http::ResponseWriter& out,
+                                            std::shared_ptr<const FleetView> view, RoutedRequest r,
+                                            const FleetMember* first, HeldTicket* prefill_ticket) {
+  constexpr auto kSglang = discovery::PdProtocol::kSglang;
+  std::vector<kv::WorkerId> tried_prefill;
+  std::vector<kv::WorkerId> tried_decode;
+  Status last_error = unavailable("no prefill worker is available");
+  for (uint32_t attempt = 0; attempt <= g.config.retries; ++attempt) {
+    const FleetMember* prefill = first;
+    if (attempt > 0) {
+      StagePick pick = co_await pick_worker(g, view, &r, routing::Stage::kPrefill, tried_prefill,
+                                            attempt, kSglang, prefill_ticket);
+      if (pick.answer) co_return std::move(*pick.answer);
+      if (pick.member == nullptr) break;
+      prefill = pick.member;
+    }
+    HeldTicket decode_ticket(*g.router);
+    StagePick dpick = co_await pick_worker(g, view, &r, routing::Stage::kDecode, tried_decode,
+                                           attempt, kSglang, &decode_ticket);
+    if (dpick.answer) co_return std::move(*dpick.answer);
+    if (dpick.member == nullptr) break;
+    const FleetMember& decode = *dpick.member;
+
+    // A transfer session id, random non-negative 63-bit as SGLang's routers draw it.
+    const uint64_t room = random_u64() >> 1;
+    const std::string body = bootstrap_body(request.body, prefill->info, room);
+    INFERA_LOG(kDebug, "gateway").msg("sglang pair").kv("request_id", r.request_id)
+        .kv("prefill", prefill->info.id).kv("decode", decode.info.id).kv("room", room);
+    PairCalls pair(co_await net::this_coro::executor);
+    proxy::ForwardOptions fo;
+    fo.deadline = r.deadline;
+    InflightCall prefill_call(*prefill);
+    InflightCall decode_call(decode);
+    auto decode_op = sglang_decode(g, decode.endpoint, upstream_request(request, r.request_id, body),
+                                   &out, fo, &pair);
+    auto prefill_op = sglang_prefill(g, prefill->endpoint,
+                                     upstream_request(request, r.request_id, body), &out, &pair);
+    auto both = std::move(decode_op) && std::move(prefill_op);
+    auto [outcome, check] = co_await std::move(both);
+    prefill_call.end();
+    decode_call.end();
+    decode_ticket.release();
+    prefill_ticket->release();
+
+    const bool prefill_failed = !check.error.ok() && !check.stopped;
+    if (prefill_failed) {
+      INFERA_LOG(kWarn, "gateway").msg("prefill call failed")
+          .kv("request_id", r.request_id).kv("worker", prefill->info.id)
+          .kv("room", room).kv("error", check.error.message());
+    }
+    if (outcome.result != proxy::ForwardResult::kRetryable) {
+      // The client has its answer (or left). The prefill call only counts.
+      if (prefill_failed) {
+        g.fleet->record_failure(*prefill);
+      } else if (!check.stopped) {
+        g.fleet->record_success(*prefill);
+      }
+      g.metrics.count_disagg("prefill", prefill->info.id,
+                             check.stopped ? 499 : (check.status ? check.status : 502));
+      settle(g, r, routing::Stage::kDecode, decode, outcome);
+      co_return http::Response{};
+    }
+    if (check.answer) {  // the prefill worker refused the request itself: the client's answer
+      g.fleet->record_success(*prefill);
+      g.metrics.count_disagg("prefill", prefill->info.id, check.status);
+      co_return passed_through(g, r, *prefill, std::move(*check.answer));
+    }
+    if (prefill_failed) {
+      note_retry(g, r, routing::Stage::kPrefill, *prefill, check.status ? check.status : 502,
+                 check.error, tried_prefill);
+      last_error = check.error;
+    } else {
+      note_retry(g, r, routing::Stage::kDecode, decode, 502, outcome.error, tried_decode);
+      last_error = outcome.error;
+    }
+    if (g.clock.now() > r.deadline) {
+      last_error = deadline_exceeded("the request deadline passed while retrying");
+      break;
+    }
+  }
+  co_return fail_response(g, r, last_error, {.origin = http::ErrorOrigin::kUpstream});
+}
+
+// A request on a split fleet: the protocol is the first chosen prefill worker's; retries stay
+// with workers that speak it.
+net::awaitable<http::Response> serve_disaggregated(GatewayContext& g, http::Request& request,
+                                                   http::ResponseWriter& out,
+                                                   std::shared_ptr<const FleetView> view,
+                                                   RoutedRequest r) {
+  HeldTicket prefill_ticket(*g.router);
+  std::vector<kv::WorkerId> none;
+  StagePick first = co_await pick_worker(g, view, &r, routing::Stage::kPrefill, none, 0,
+                                         std::nullopt, &prefill_ticket);
+  if (first.answer) co_return std::move(*first.answer);
+  if (discovery::pd_protocol(first.member->info) == discovery::PdProtocol::kSglang) {
+    co_return co_await serve_sglang(g, request, out, std::move(view), std::move(r), first.member,
+                                    &prefill_ticket);
+  }
+  co_return co_await serve_vllm(g, request, out, std::move(view), std::move(r), first.member,
+                                &prefill_ticket);
 }
 
 }  // namespace
@@ -509,7 +807,7 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   }
   std::string client_body;  // empty: relay sends the client's own body
   co_return co_await relay(g, request, out, view, std::move(r), routing::Stage::kAggregated,
-                           std::move(client_body));
+                           std::nullopt, std::move(client_body));
 }
 
 }  // namespace infera::gateway
