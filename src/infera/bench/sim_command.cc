@@ -43,9 +43,9 @@ int run_sim_command(std::span<const std::string> args) {
       "Replays a workload in virtual time through the real router and engine model, one run\n"
       "per policy, side by side; prints a table, writes the pinned JSON and optional plots.\n"
       "With --prefill-workers and --decode-workers the fleet is disaggregated (vLLM-style\n"
-      "prefill then decode, the blocks pulled over --kv-transfer-bandwidth-gb-s); rows are\n"
-      "named 'POLICY PP+DD', and --compare-aggregated adds 'POLICY agg N' rows: the same\n"
-      "workload on P+D aggregated workers.");
+      "prefill then decode, the blocks pulled over --kv-transfer-bandwidth-gb-s); its rows\n"
+      "read like 'kv-aware 2P+2D', and --compare-aggregated adds rows like 'kv-aware agg 4':\n"
+      "the same workload on P+D aggregated workers (routed with --kv-overlap-weight).");
   f.add("--trace", &trace, "Mooncake-format trace to replay", "FILE");
   f.add("--workload", &workload_name, "synthetic workload: prefix-families, multi-turn, rag, agentic",
         "NAME");
