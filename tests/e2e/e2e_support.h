@@ -49,37 +49,49 @@ inline std::string read_text(const fs::path& path) {
 // ---------------------------------------------------------------------------------------------
 // Processes
 
-// One `infera ...` child with its output (stdout and stderr together) in a temporary file.
-// Ready once it printed "listening on http://HOST:PORT"; stopped with SIGTERM (then SIGKILL)
-// when destroyed, and killed by the kernel if the test process dies (PR_SET_PDEATHSIG).
+// A command line to run as an InferaProcess: the argv, variables added to the environment, and
+// the words before "http://HOST:PORT" on the line that says it is up.
+struct Command {
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string ready = "listening on";
+};
+
+// One child (`infera ...`, or any command that starts it, such as a Python shim or a launcher)
+// with its output (stdout and stderr together) in a temporary file. Ready once it printed
+// "listening on http://HOST:PORT" (or the command's own ready words); stopped with SIGTERM (then
+// SIGKILL) when destroyed, and killed by the kernel if the test process dies (PR_SET_PDEATHSIG).
 class InferaProcess {
  public:
+  // `infera <args...>`.
   InferaProcess(const std::string& name, std::vector<std::string> args)
+      : InferaProcess(name, with_binary(std::move(args))) {}
+  InferaProcess(const std::string& name, Command command)
       : dir_(fs::temp_directory_path() /
              ("infera_gateway_e2e_" + std::to_string(::getpid()) + "_" + name)) {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    args.insert(args.begin(), kBinary);
     SpawnOptions o;
+    o.env = std::move(command.env);
     o.stdout_path = (dir_ / "log").string();
     o.stderr_path = "stdout";
-    auto p = Subprocess::spawn(args, o);
+    auto p = Subprocess::spawn(command.argv, o);
     if (!p.ok()) {
       ADD_FAILURE() << name << ": " << p.status().to_string();
       return;
     }
     process_ = std::move(*p);
-    static const std::regex kReady(R"(listening on http://([0-9.]+):(\d+))");
+    const std::regex ready(command.ready + R"( http://([0-9.]+):(\d+))");
     static const std::regex kEvents(R"(kv events on (\S+), replay (\S+),)");
     std::smatch m;
     std::string out;
     eventually(
         [&] {
           out = read_text(dir_ / "log");
-          return std::regex_search(out, m, kReady) || !process_.running();
+          return std::regex_search(out, m, ready) || !process_.running();
         },
         Ms(60'000));
-    if (!std::regex_search(out, m, kReady)) {
+    if (!std::regex_search(out, m, ready)) {
       ADD_FAILURE() << name << " did not start:\n" << log();
       return;
     }
@@ -109,8 +121,14 @@ class InferaProcess {
   }
   std::string log() const { return read_text(dir_ / "log"); }
   Subprocess& process() { return process_; }
+  const fs::path& dir() const { return dir_; }
 
  private:
+  static Command with_binary(std::vector<std::string> args) {
+    args.insert(args.begin(), kBinary);
+    return Command{std::move(args), {}};
+  }
+
   fs::path dir_;
   Subprocess process_;
   std::string id_;
@@ -382,6 +400,60 @@ inline std::string completion_body(const std::vector<uint32_t>& ids, int max_tok
   if (stream) s += R"(,"stream":true,"stream_options":{"include_usage":true})";
   s += "}";
   return s;
+}
+
+// Sends one non-streamed request (to /v1/completions, /v1/chat/completions) through the server
+// and reports where it went: the worker whose request counter moved, read once the server has
+// finished with the request (nothing in flight) and, when the prompt ends in at least one block
+// no worker holds (`stores_blocks`), has applied the worker's KV events for it, so the next
+// request is routed on a settled mirror.
+struct Routed {
+  int status = 0;
+  std::string worker;
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
+};
+
+inline Routed send_traced(uint16_t server, std::string_view target, std::string_view body,
+                          bool stores_blocks = true) {
+  Routed out;
+  const std::optional<WorkerTable> before = workers(server);
+  EXPECT_TRUE(before.has_value());
+  if (!before) return out;
+  int64_t stored_before = 0;
+  for (const auto& [id, w] : *before) stored_before += w.blocks_stored;
+  const Reply r = post(server, target, body);
+  out.status = r.status;
+  EXPECT_EQ(r.status, 200) << r.body;
+  const json::value usage = usage_of(r);
+  out.prompt_tokens = int_at(usage, "prompt_tokens");
+  out.cached_tokens = int_at(usage, "prompt_tokens_details/cached_tokens");
+  std::optional<WorkerTable> after;
+  const bool settled = eventually([&] {
+    after = workers(server);
+    if (!after) return false;
+    int64_t served = 0;
+    int64_t stored = 0;
+    for (const auto& [id, w] : *after) {
+      if (w.inflight != 0 || w.active_requests != 0) return false;
+      auto old = before->find(id);
+      served += w.requests - (old == before->end() ? 0 : old->second.requests);
+      stored += w.blocks_stored;
+    }
+    return served == 1 && (!stores_blocks || stored > stored_before);
+  });
+  EXPECT_TRUE(settled) << "the server did not settle after a request";
+  if (!after) return out;
+  for (const auto& [id, w] : *after) {
+    auto old = before->find(id);
+    if (w.requests > (old == before->end() ? 0 : old->second.requests)) out.worker = id;
+  }
+  return out;
+}
+
+// A completion of token ids with 2 output tokens.
+inline Routed send_traced(uint16_t server, const std::vector<uint32_t>& ids) {
+  return send_traced(server, "/v1/completions", completion_body(ids, 2));
 }
 
 }  // namespace infera::e2e

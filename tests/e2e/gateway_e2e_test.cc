@@ -16,53 +16,6 @@
 namespace infera::e2e {
 namespace {
 
-// Sends one non-streamed completion through the server and reports where it went: the worker
-// whose request counter moved, read once the server has finished with the request (nothing in
-// flight) and has applied the worker's KV events for the prompt's new blocks (every prompt here
-// ends in at least one block no worker holds), so the next request is routed on a settled
-// mirror.
-struct Routed {
-  int status = 0;
-  std::string worker;
-  int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;
-};
-
-Routed send_traced(uint16_t server, const std::vector<uint32_t>& ids) {
-  Routed out;
-  const std::optional<WorkerTable> before = workers(server);
-  EXPECT_TRUE(before.has_value());
-  if (!before) return out;
-  int64_t stored_before = 0;
-  for (const auto& [id, w] : *before) stored_before += w.blocks_stored;
-  const Reply r = post(server, "/v1/completions", completion_body(ids, 2));
-  out.status = r.status;
-  EXPECT_EQ(r.status, 200) << r.body;
-  const json::value usage = usage_of(r);
-  out.prompt_tokens = int_at(usage, "prompt_tokens");
-  out.cached_tokens = int_at(usage, "prompt_tokens_details/cached_tokens");
-  std::optional<WorkerTable> after;
-  const bool settled = eventually([&] {
-    after = workers(server);
-    if (!after) return false;
-    int64_t served = 0;
-    int64_t stored = 0;
-    for (const auto& [id, w] : *after) {
-      if (w.inflight != 0 || w.active_requests != 0) return false;
-      auto old = before->find(id);
-      served += w.requests - (old == before->end() ? 0 : old->second.requests);
-      stored += w.blocks_stored;
-    }
-    return served == 1 && stored > stored_before;
-  });
-  EXPECT_TRUE(settled) << "the server did not settle after a request";
-  for (const auto& [id, w] : *after) {
-    auto old = before->find(id);
-    if (w.requests > (old == before->end() ? 0 : old->second.requests)) out.worker = id;
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------
 // 1. The product documentation's check.
 

@@ -89,6 +89,11 @@ std::string to_json(const RunReport& report) {
     for (double v : p.ttft_cdf_ms) cdf.push_back(round(v));
     o["ttft_cdf_ms"] = std::move(cdf);
     if (p.predicted_hit_ratio >= 0) o["predicted_hit_ratio"] = round(p.predicted_hit_ratio);
+    if (p.prefill_hit_ratio >= 0) {
+      o["prefill_hit_ratio"] = round(p.prefill_hit_ratio);
+      o["decode_hit_ratio"] = round(p.decode_hit_ratio);
+      o["kv_pulled_blocks"] = p.kv_pulled_blocks;
+    }
     policies[name] = std::move(o);
   }
   json::object root;
@@ -107,16 +112,24 @@ std::string to_json(const RunReport& report) {
 std::string format_table(const RunReport& report) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof(line), "%-16s %8s %10s %10s %10s %8s %9s %9s %10s %7s %6s\n", "policy",
+  std::snprintf(line, sizeof(line), "%-22s %8s %10s %10s %10s %8s %9s %9s %10s %7s %6s\n", "policy",
                 "hit", "ttft p50", "ttft p90", "ttft p99", "itl p50", "e2e p50", "req/s",
                 "out tok/s", "spread", "errors");
   out += line;
   for (const auto& [name, p] : report.policies) {
     std::snprintf(line, sizeof(line),
-                  "%-16s %7.1f%% %8.1fms %8.1fms %8.1fms %6.1fms %7.0fms %9.2f %10.0f %7.2f %6llu\n",
+                  "%-22s %7.1f%% %8.1fms %8.1fms %8.1fms %6.1fms %7.0fms %9.2f %10.0f %7.2f %6llu\n",
                   name.c_str(), p.hit_ratio * 100, p.ttft_p50_ms, p.ttft_p90_ms, p.ttft_p99_ms,
                   p.itl_p50_ms, p.e2e_p50_ms, p.throughput_rps, p.output_tok_s, p.load_spread,
                   static_cast<unsigned long long>(p.errors));
+    out += line;
+  }
+  for (const auto& [name, p] : report.policies) {
+    if (p.prefill_hit_ratio < 0) continue;
+    std::snprintf(line, sizeof(line),
+                  "%-22s stages: prefill hit %.1f%%, decode hit %.1f%%, %llu blocks pulled\n",
+                  name.c_str(), p.prefill_hit_ratio * 100, p.decode_hit_ratio * 100,
+                  static_cast<unsigned long long>(p.kv_pulled_blocks));
     out += line;
   }
   if (report.bounds) {

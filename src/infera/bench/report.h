@@ -30,6 +30,13 @@ struct PolicyReport {
   std::vector<uint64_t> requests_per_worker;
   std::vector<double> ttft_cdf_ms;  // TTFT at percentiles 0, 1, ..., 100
   double predicted_hit_ratio = -1;  // the router's own estimate, when known
+  // Disaggregated runs (-1 otherwise): each stage's prefix-cache hit ratio by the engines' own
+  // counters (cached prompt tokens / prompt tokens scheduled; a decode's pulled blocks are not
+  // hits), and the blocks the decode engines pulled. hit_ratio is then the prefill stage's, and
+  // requests_per_worker counts each request on both of its workers.
+  double prefill_hit_ratio = -1;
+  double decode_hit_ratio = -1;
+  uint64_t kv_pulled_blocks = 0;
 };
 
 struct Bounds {
@@ -50,6 +57,10 @@ class RunRecorder {
   // One finished request. Times in seconds on one clock; worker < workers.
   void request(double arrival_s, double first_token_s, double finish_s, uint32_t prompt_tokens,
                uint32_t cached_tokens, uint32_t output_tokens, uint32_t worker);
+  // A finished request's other worker (a disaggregated request's prefill worker).
+  void also_served(uint32_t worker) {
+    if (worker < requests_per_worker_.size()) ++requests_per_worker_[worker];
+  }
   void inter_token_gap(double seconds) { itl_s_.push_back(static_cast<float>(seconds)); }
   void error() { ++errors_; }
   void predicted(uint64_t hit_blocks, uint64_t request_blocks) {

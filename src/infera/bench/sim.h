@@ -4,6 +4,13 @@
 // index through the real event applier. No threads, no sockets, no sleeping: one discrete-event
 // loop on a ManualClock, deterministic for a seed. One call simulates one policy; callers run
 // several side by side (each call is independent and thread-safe).
+//
+// A disaggregated fleet (prefill_workers and decode_workers both set) runs each request as the
+// gateway's vLLM-style pair does: a prefill (max_tokens 1, blocks held) on a prefill worker
+// routed with the prefill weight, then, when it finishes, a decode on a decode worker routed with
+// the decode weight, which pulls the held blocks (EngineCore's remote_kv model; the prefill's hold
+// is released when the pull starts, as the mock's KvTransfers does) and streams the output. Both
+// stages keep their active-load ticket until the request ends, as in the gateway.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +25,14 @@
 namespace infera::bench {
 
 struct SimOptions {
-  uint32_t workers = 8;
+  uint32_t workers = 8;  // aggregated fleet; ignored when the fleet is disaggregated
+  // Disaggregated fleet: both > 0 (workers 0..P-1 prefill, P..P+D-1 decode); both 0: aggregated.
+  uint32_t prefill_workers = 0;
+  uint32_t decode_workers = 0;
   engine::EngineConfig engine;    // per worker; KV events are always on
-  routing::RouterOptions router;  // the policy name is set per call
+  // The policy name is set per call; prefill/decode weights route the stages of a
+  // disaggregated fleet (each falling back to overlap_weight).
+  routing::RouterOptions router;
   double active_block_ttl_s = 300;
 };
 
@@ -29,6 +41,10 @@ struct SimResult {
   double wall_s = 0;       // real time the simulation took
   uint64_t engine_steps = 0;
 };
+
+// The fleet's engine count: workers, or prefill_workers + decode_workers.
+uint32_t fleet_size(const SimOptions& options);
+bool disaggregated(const SimOptions& options);
 
 Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
                            std::string_view policy);

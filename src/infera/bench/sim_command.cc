@@ -33,16 +33,33 @@ int run_sim_command(std::span<const std::string> args) {
   double rate_scale = 1.0;
   uint64_t seed = 1;
   uint32_t threads = 2;
+  bool compare_aggregated = false;
   config::FlagSet f(
       "usage: infera sim (--trace FILE.jsonl | --workload NAME) --workers N --num-gpu-blocks B\n"
       "                  --block-size 16 --policies round-robin,kv-aware,... [--rate-scale X]\n"
-      "                  [--seed S] --json OUT.json\n\n"
+      "                  [--seed S] --json OUT.json\n"
+      "       infera sim ... --prefill-workers P --decode-workers D [--compare-aggregated]\n"
+      "                  [--kv-prefill-overlap-weight 20 --kv-decode-overlap-weight 2]\n\n"
       "Replays a workload in virtual time through the real router and engine model, one run\n"
-      "per policy, side by side; prints a table, writes the pinned JSON and optional plots.");
+      "per policy, side by side; prints a table, writes the pinned JSON and optional plots.\n"
+      "With --prefill-workers and --decode-workers the fleet is disaggregated (vLLM-style\n"
+      "prefill then decode, the blocks pulled over --kv-transfer-bandwidth-gb-s); its rows\n"
+      "read like 'kv-aware 2P+2D', and --compare-aggregated adds rows like 'kv-aware agg 4':\n"
+      "the same workload on P+D aggregated workers (routed with --kv-overlap-weight).");
   f.add("--trace", &trace, "Mooncake-format trace to replay", "FILE");
   f.add("--workload", &workload_name, "synthetic workload: prefix-families, multi-turn, rag, agentic",
         "NAME");
-  f.add("--workers", &o.workers, "engines in the fleet (default 8)", "N");
+  f.add("--workers", &o.workers, "engines in an aggregated fleet (default 8)", "N");
+  f.add("--prefill-workers", &o.prefill_workers,
+        "prefill engines of a disaggregated fleet (with --decode-workers)", "P");
+  f.add("--decode-workers", &o.decode_workers,
+        "decode engines of a disaggregated fleet (with --prefill-workers)", "D");
+  f.add("--compare-aggregated", &compare_aggregated,
+        "also run each policy on P+D aggregated engines (disaggregated fleets only)", "");
+  f.add("--kv-block-bytes", &o.engine.kv_block_bytes,
+        "bytes of one KV block moved by a decode's pull (default 2 MiB)", "BYTES");
+  f.add("--kv-transfer-bandwidth-gb-s", &o.engine.kv_transfer_bandwidth_gb_s,
+        "prefill-to-decode link, 10^9 bytes/s (default 25)", "GB_S");
   f.add("--num-gpu-blocks", &o.engine.num_gpu_blocks, "KV blocks per engine (default 16384)", "B");
   f.add("--block-size", &o.engine.block_size, "tokens per block (default 16)", "N");
   f.add("--max-num-seqs", &o.engine.max_num_seqs, "engine batch size (default 256)", "N");
@@ -53,6 +70,10 @@ int run_sim_command(std::span<const std::string> args) {
         "comma-separated: round-robin, random, least-loaded, kv-aware, approx-prefix", "LIST");
   f.add("--kv-overlap-weight", &o.router.overlap_weight, "kv-aware overlap weight (default 1.0)",
         "W");
+  f.add("--kv-prefill-overlap-weight", &o.router.prefill_overlap_weight,
+        "kv-aware weight of the prefill stage (default: --kv-overlap-weight)", "W");
+  f.add("--kv-decode-overlap-weight", &o.router.decode_overlap_weight,
+        "kv-aware weight of the decode stage (default: --kv-overlap-weight)", "W");
   f.add("--router-temperature", &o.router.temperature, "kv-aware temperature (default 0)", "T");
   f.add("--rate-scale", &rate_scale, "trace speed-up factor, or multiplier of --rate (default 1)",
         "X");
@@ -109,47 +130,98 @@ int run_sim_command(std::span<const std::string> args) {
       return 2;
     }
   }
-  std::fprintf(stderr, "infera sim: %zu requests (%s), %u workers x %u blocks, policies %s\n",
-               workload->requests.size(), workload->name.c_str(), o.workers,
+  const bool disagg = disaggregated(o);
+  if (disagg && (o.prefill_workers == 0 || o.decode_workers == 0)) {
+    std::fprintf(stderr, "infera sim: give both --prefill-workers and --decode-workers (>= 1)\n");
+    return 2;
+  }
+  if (disagg && f.was_set("--workers")) {
+    std::fprintf(stderr, "infera sim: --workers is the aggregated fleet; a disaggregated fleet "
+                         "has --prefill-workers + --decode-workers\n");
+    return 2;
+  }
+  if (compare_aggregated && !disagg) {
+    std::fprintf(stderr, "infera sim: --compare-aggregated needs --prefill-workers and "
+                         "--decode-workers\n");
+    return 2;
+  }
+  const uint32_t workers = fleet_size(o);
+  // One run per (fleet, policy); the aggregated twin of a disaggregated fleet has P+D workers.
+  struct Run {
+    std::string row;
+    std::string policy;
+    SimOptions options;
+  };
+  std::vector<Run> runs;
+  for (const std::string& n : names) {
+    if (!disagg) {
+      runs.push_back(Run{n, n, o});
+      continue;
+    }
+    if (compare_aggregated) {
+      SimOptions agg = o;
+      agg.workers = workers;
+      agg.prefill_workers = agg.decode_workers = 0;
+      runs.push_back(Run{n + " agg " + std::to_string(workers), n, agg});
+    }
+    runs.push_back(Run{n + " " + std::to_string(o.prefill_workers) + "P+" +
+                           std::to_string(o.decode_workers) + "D",
+                       n, o});
+  }
+  const std::string fleet = disagg ? std::to_string(o.prefill_workers) + " prefill + " +
+                                         std::to_string(o.decode_workers) + " decode"
+                                   : std::to_string(workers);
+  std::fprintf(stderr, "infera sim: %zu requests (%s), %s workers x %u blocks, policies %s\n",
+               workload->requests.size(), workload->name.c_str(), fleet.c_str(),
                o.engine.num_gpu_blocks, policies.c_str());
 
   RunReport report;
-  // Policies run side by side on `threads` threads; each simulation is independent.
+  // Runs go side by side on `threads` threads; each simulation is independent.
   std::vector<std::future<Result<SimResult>>> futures;
   std::vector<Result<SimResult>> results;
   size_t next = 0;
-  while (next < names.size() || !futures.empty()) {
-    while (next < names.size() && futures.size() < std::max(1u, threads)) {
-      futures.push_back(std::async(std::launch::async, [&, name = names[next]] {
-        return simulate(*workload, o, name);
+  while (next < runs.size() || !futures.empty()) {
+    while (next < runs.size() && futures.size() < std::max(1u, threads)) {
+      futures.push_back(std::async(std::launch::async, [&, run = &runs[next]] {
+        return simulate(*workload, run->options, run->policy);
       }));
       ++next;
     }
     results.push_back(futures.front().get());
     futures.erase(futures.begin());
   }
-  for (size_t i = 0; i < names.size(); ++i) {
+  for (size_t i = 0; i < runs.size(); ++i) {
     if (!results[i].ok()) {
-      std::fprintf(stderr, "infera sim: %s: %s\n", names[i].c_str(),
+      std::fprintf(stderr, "infera sim: %s: %s\n", runs[i].row.c_str(),
                    results[i].status().message().c_str());
       return 1;
     }
-    report.policies[names[i]] = results[i]->report;
-    std::fprintf(stderr, "  %-14s simulated in %.1f s (%llu engine steps)\n", names[i].c_str(),
+    report.policies[runs[i].row] = results[i]->report;
+    std::fprintf(stderr, "  %-22s simulated in %.1f s (%llu engine steps)\n", runs[i].row.c_str(),
                  results[i]->wall_s, static_cast<unsigned long long>(results[i]->engine_steps));
   }
-  const uint64_t capacity = uint64_t{o.workers} * (o.engine.num_gpu_blocks - 1);
+  const uint64_t capacity = uint64_t{workers} * (o.engine.num_gpu_blocks - 1);
   report.bounds = Bounds{infinite_cache_hit_ratio(*workload, o.engine.block_size),
                          pooled_lru_hit_ratio(*workload, o.engine.block_size, capacity)};
   report.settings = {{"workload", workload->name},
                      {"requests", std::to_string(workload->requests.size())},
-                     {"workers", std::to_string(o.workers)},
+                     {"workers", std::to_string(workers)},
                      {"num_gpu_blocks", std::to_string(o.engine.num_gpu_blocks)},
                      {"block_size", std::to_string(o.engine.block_size)},
                      {"rate_scale", std::to_string(rate_scale)},
                      {"kv_overlap_weight", std::to_string(o.router.overlap_weight)},
                      {"seed", std::to_string(seed)},
+                     {"kv_block_bytes", std::to_string(o.engine.kv_block_bytes)},
+                     {"kv_transfer_bandwidth_gb_s", std::to_string(o.engine.kv_transfer_bandwidth_gb_s)},
                      {"mode", "sim"}};
+  if (disagg) {
+    report.settings["prefill_workers"] = std::to_string(o.prefill_workers);
+    report.settings["decode_workers"] = std::to_string(o.decode_workers);
+    report.settings["kv_prefill_overlap_weight"] =
+        std::to_string(routing::stage_overlap_weight(o.router, routing::Stage::kPrefill));
+    report.settings["kv_decode_overlap_weight"] =
+        std::to_string(routing::stage_overlap_weight(o.router, routing::Stage::kDecode));
+  }
   std::printf("%s", format_table(report).c_str());
   if (!json_path.empty()) {
     std::ofstream(json_path) << to_json(report);

@@ -150,6 +150,7 @@ Status EngineCore::add_request(const RequestSpec& spec) {
 bool EngineCore::abort(RequestId id) {
   const uint32_t* found = id_to_slot_.find(id);
   if (!found) return false;
+  stalled_ = false;
   const uint32_t slot = *found;
   Request& r = slots_[slot];
   if (r.aborted || r.finished) return false;
@@ -175,6 +176,7 @@ bool EngineCore::abort(RequestId id) {
 }
 
 bool EngineCore::reset_prefix_cache(bool reset_running_requests) {
+  stalled_ = false;
   if (in_flight_ || !running_.empty() || !transferring_.empty() || !held_.empty()) {
     if (!reset_running_requests) return false;
     if (in_flight_) {
@@ -206,7 +208,7 @@ std::optional<Nanos> EngineCore::next_event_time() const {
   if (in_flight_) return step_end_;
   if (!running_.empty()) return free_at_;
   std::optional<Nanos> next = next_transfer_end();
-  if (!waiting_.empty()) {
+  if (!waiting_.empty() && !stalled_) {
     const Nanos arrival = slots_[waiting_.front()].arrival;
     next = next ? std::min(*next, arrival) : arrival;
   }
@@ -251,7 +253,7 @@ void EngineCore::try_start(Nanos now) {
       start = free_at_;
     } else {
       std::optional<Nanos> next = next_transfer_end();
-      if (!waiting_.empty()) {
+      if (!waiting_.empty() && !stalled_) {
         const Nanos arrival = slots_[waiting_.front()].arrival;
         next = next ? std::min(*next, arrival) : arrival;
       }
@@ -266,9 +268,13 @@ void EngineCore::try_start(Nanos now) {
       step_start_ = start;
       step_end_ = start + timing_.step_duration(shape_);
       in_flight_ = true;
+      stalled_ = false;
       return;
     }
   }
+  // Nothing runs and the queue's head does not fit: it waits for blocks (held by pulls in
+  // progress, or by held prefills), not for the clock.
+  stalled_ = running_.empty() && !waiting_.empty();
 }
 
 void EngineCore::schedule(Nanos start) {
@@ -430,6 +436,7 @@ const std::vector<uint32_t>* EngineCore::held_blocks(RequestId id) const {
 bool EngineCore::release_held(RequestId id) {
   auto it = held_.find(id);
   if (it == held_.end()) return false;
+  stalled_ = false;
   pool_.release(it->second);
   held_.erase(it);
   return true;

@@ -205,6 +205,10 @@ class EngineCore {
   Nanos step_start_{0};
   Nanos step_end_{0};
   Nanos free_at_{0};  // when the engine last became free
+  // Nothing runs and the waiting queue's head did not fit in the cache: only a pull ending, or
+  // blocks freed from outside (release_held, abort, reset), can change that, so the next event is
+  // not the head's (past) arrival. A request added behind the head cannot start before it.
+  bool stalled_ = false;
   StepShape shape_;
   uint32_t step_preempted_ = 0;
   std::vector<uint32_t> scheduled_;  // slots, in scheduling order

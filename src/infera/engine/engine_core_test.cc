@@ -650,6 +650,21 @@ TEST(EngineCoreTest, OtherRequestsRunWhileABlockPullIsInProgress) {
   EXPECT_GE(d.trace(1).times[0], Nanos(400'000'000));
 }
 
+TEST(EngineCoreTest, ADecodeWaitingForBlocksHeldByPullsStartsWhenThePullsEnd) {
+  EngineConfig c = link_config();
+  c.num_gpu_blocks = 10;  // 9 usable: two 4-block pulls leave too few for a third prompt
+  Driver d(c);
+  d.add(disagg_spec(1, tokens_of(77, 64), 2, false, true));
+  d.add(disagg_spec(2, tokens_of(78, 64), 2, false, true));
+  d.add(disagg_spec(3, tokens_of(79, 64), 2, false, true));
+  d.run(Nanos(1'000'000));
+  ASSERT_EQ(d.core().request_state(3)->status, RequestStatus::kWaiting);
+  EXPECT_EQ(d.core().next_event_time(), Nanos(4'000'000)) << "the pulls' end, not the past";
+  d.run();  // fails on a stall
+  for (RequestId id : {1, 2, 3}) EXPECT_EQ(d.trace(id).tokens.size(), 2u) << id;
+  EXPECT_GT(d.trace(3).times[0], d.trace(1).times[1]) << "3 pulled once 1 and 2 freed blocks";
+}
+
 TEST(EngineCoreTest, AbortDuringABlockPullFreesItsBlocks) {
   Driver d(link_config());
   d.add(disagg_spec(1, tokens_of(76, 64), 1, false, true));

@@ -28,6 +28,7 @@
 #include "infera/http/event_loop.h"
 #include "infera/http/net.h"
 #include "tests/support/etcd_process.h"
+#include "tests/support/fake_engines.h"
 
 namespace infera::engine {
 namespace {
@@ -283,39 +284,6 @@ class EtcdReader {
   discovery::EtcdClient etcd_;
 };
 
-// A fake engine executable: records argv (one per line), the environment and its pid, then
-// becomes `infera engine mock` with the same settings.
-void write_fake(const std::filesystem::path& dir, EngineKind kind) {
-  const std::filesystem::path script = dir / (kind == EngineKind::kVllm ? "vllm" : "python3");
-  std::ofstream out(script);
-  out << "#!/bin/sh\n"
-      << "dir='" << dir.string()
-      << "'\n"
-      // The signal mask it was started with, read with builtins before anything forks (the
-      // shell blocks signals around its own waits).
-      << "while read -r line; do case \"$line\" in SigBlk*) echo \"$line\" > \"$dir/signals\";; "
-         "esac; done < /proc/$$/status\n"
-      << "printf '%s\\n' \"$@\" > \"$dir/argv\"\n"
-      << "env > \"$dir/env\"\n"
-      << "echo $$ > \"$dir/pid\"\n";
-  if (kind == EngineKind::kVllm) {
-    out << "[ \"$1\" = serve ] || exit 64\n"
-        << "shift\n"
-        << "model=\"$1\"\n"
-        << "shift\n"
-        << "exec '" << kBinary << "' engine mock --model \"$model\" --log-level warn \"$@\"\n";
-  } else {
-    // SGLang's JSON has no enable switch (the flag enables it); the mock needs it said.
-    out << "[ \"$1\" = -m ] && [ \"$2\" = sglang.launch_server ] || exit 64\n"
-        << "shift 2\n"
-        << "exec '" << kBinary << "' engine mock --enable-kv-events --log-level warn \"$@\"\n";
-  }
-  out.close();
-  std::filesystem::permissions(script, std::filesystem::perms::owner_all |
-                                           std::filesystem::perms::group_read |
-                                           std::filesystem::perms::group_exec);
-}
-
 struct Launched {
   std::filesystem::path dir;
   Subprocess launcher;
@@ -329,7 +297,7 @@ struct Launched {
 void launch(Launched& l, EngineKind kind, const std::string& name, EtcdReader& reader,
             std::vector<std::string> flags) {
   l.dir = temp_dir(name);
-  write_fake(l.dir, kind);
+  testing::write_fake_engine(l.dir, engine_kind_name(kind), kBinary);
   std::vector<std::string> argv = {kBinary, "engine", std::string(engine_kind_name(kind))};
   argv.insert(argv.end(), flags.begin(), flags.end());
   SpawnOptions o;

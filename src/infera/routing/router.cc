@@ -36,16 +36,18 @@ Router::Router(RouterOptions options, std::unique_ptr<Policy> policy, kv::KvInde
       policy_(std::move(policy)),
       rng_(options_.seed) {}
 
-double Router::overlap_weight(Stage stage) const {
+double stage_overlap_weight(const RouterOptions& options, Stage stage) {
   switch (stage) {
     case Stage::kPrefill:
-      return options_.prefill_overlap_weight.value_or(options_.overlap_weight);
+      return options.prefill_overlap_weight.value_or(options.overlap_weight);
     case Stage::kDecode:
-      return options_.decode_overlap_weight.value_or(options_.overlap_weight);
+      return options.decode_overlap_weight.value_or(options.overlap_weight);
     case Stage::kAggregated: break;
   }
-  return options_.overlap_weight;
+  return options.overlap_weight;
 }
+
+double Router::overlap_weight(Stage stage) const { return stage_overlap_weight(options_, stage); }
 
 Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
                                std::span<const kv::WorkerId> candidates, Stage stage) {

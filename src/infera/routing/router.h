@@ -34,6 +34,9 @@ struct RouterOptions {
   uint64_t seed = 0;                              // tie-break and sampling randomness
 };
 
+// The weight a stage is routed with: its own, else overlap_weight.
+double stage_overlap_weight(const RouterOptions& options, Stage stage);
+
 // What the router decided and why: the per-worker cost table.
 struct Decision {
   Stage stage = Stage::kAggregated;
