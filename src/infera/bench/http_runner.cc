@@ -374,7 +374,9 @@ Result<HttpRunResult> run_http(const Workload& workload, const HttpRunOptions& o
   http::ClientOptions co;
   co.response_timeout = o.request_timeout;
   co.read_timeout = o.request_timeout;
-  co.max_idle_per_endpoint = 4096;
+  // Every closed-loop sender keeps its connection between requests: thousands reconnecting at
+  // once would overflow the listen backlog.
+  co.max_idle_per_endpoint = std::max<size_t>(4096, o.concurrency);
   http::Client client(co);
   // The fleet's counters before and after the run: short deadlines, so a busy or dead worker
   // costs seconds, not the run's request timeout.
