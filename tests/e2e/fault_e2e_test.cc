@@ -414,6 +414,58 @@ TEST(FaultE2eTest, HungEngineIsRetriedElsewhereExcludedAndReadmitted) {
   expect_alive(*server);
 }
 
+// The request deadline bounds the whole request, retries included: two hung workers would
+// take 2 x 2 s of first-byte timeouts, but --request-timeout-s 3 ends the request at 3 s with
+// an OpenAI error (504); and a stream whose worker falls silent just before its deadline ends
+// at the deadline with an error event, not a silence timeout later.
+TEST(FaultE2eTest, RequestDeadlineBoundsAttemptsOnHungWorkers) {
+  ProxiedEngine h0("deadline_e0", {"--speedup-ratio", "1"});
+  ProxiedEngine h1("deadline_e1", {"--speedup-ratio", "1"});
+  ASSERT_TRUE(h0.ready() && h1.ready());
+  std::vector<std::string> flags = static_fleet({h0.worker_flag(), h1.worker_flag()}, kRoundRobin);
+  flags.insert(flags.end(), {"--request-timeout-s", "3"});  // the last value counts
+  auto server = start_server("deadline_server", flags);
+  ASSERT_TRUE(server->ready());
+  const uint16_t s = server->port();
+  ASSERT_TRUE(eventually([&] { return fleet_is(s, {h0.id(), h1.id()}); })) << server->log();
+  FaultRun run("request_deadline_on_hung_workers", s);
+
+  h0.http().set_mode(Mode::kHang);
+  h1.http().set_mode(Mode::kHang);
+  for (int i = 0; i < 2; ++i) {
+    const auto sent = SteadyClock::now();
+    const Reply r = run.send();
+    const double took = seconds_since(sent);
+    EXPECT_EQ(classify(r), Outcome::kFailedClean) << r.status << " " << r.body;
+    EXPECT_EQ(r.status, 504) << r.body;
+    EXPECT_LT(took, 3.5) << "the request outlived its 3 s deadline";
+  }
+
+  // A 1,000-token stream (~6 s at speedup 1) whose worker goes silent 2 s in ends at its 3 s
+  // deadline with an error event, not when the 2 s silence timeout runs out (4 s).
+  h0.http().set_mode(Mode::kForward);
+  h1.http().set_mode(Mode::kForward);
+  ASSERT_TRUE(eventually(
+      [&] { return row(s, h0.id()).state == "healthy" && row(s, h1.id()).state == "healthy"; },
+      Ms(20'000)));
+  http::testing::RawConn c(s);
+  const auto sent = SteadyClock::now();
+  ASSERT_TRUE(c.send_all(
+      request_text("POST", "/v1/completions", completion_body(run.next_prompt(), 1000, true))));
+  while (seconds_since(sent) < 2.0) ASSERT_GT(c.read_some(Ms(2000)), 0) << "the stream stalled";
+  h0.partition(true);
+  h1.partition(true);
+  const Reply r = to_reply(c.read_response(kClientDeadline));
+  EXPECT_EQ(run.count(r, sent), Outcome::kFailedClean) << r.body.substr(0, 300);
+  EXPECT_LT(stream_chunks(r), 1000u);
+  EXPECT_LT(seconds_since(sent), 3.5) << "the stream outlived its 3 s deadline";
+  h0.partition(false);
+  h1.partition(false);
+  run.finish();
+  expect_no_leaked_load(s);
+  expect_alive(*server);
+}
+
 TEST(FaultE2eTest, SlowFirstByteWaitsWithinTheTimeoutAndIsRetriedBeyondIt) {
   ProxiedEngine slow("slow_e0", {"--speedup-ratio", "100"});
   auto e1 = start_engine("slow_e1", {"--speedup-ratio", "100"});
