@@ -614,6 +614,48 @@ TEST(FaultE2eTest, PartitionedEngineTimesOutIsExcludedAndRejoinsWithItsEventStre
   expect_alive(*server);
 }
 
+// Overload: more requests than the fleet takes. With --max-inflight-per-worker 2 and
+// --max-queue 2, of 8 simultaneous streams 2 run, 2 wait for a slot and run after them, and 4
+// are shed at once with 429, an OpenAI error and Retry-After, instead of queueing without bound.
+TEST(FaultE2eTest, OverloadIsShedWith429AndRetryAfter) {
+  auto e0 = start_engine("overload_e0", {"--speedup-ratio", "1"});  // ~6 ms per output token
+  ASSERT_TRUE(e0->ready());
+  auto server = start_server(
+      "overload_server",
+      static_fleet({e0->worker_flag()}, {"--max-inflight-per-worker", "2", "--max-queue", "2"}));
+  ASSERT_TRUE(server->ready());
+  const uint16_t s = server->port();
+  ASSERT_TRUE(eventually([&] { return fleet_is(s, {e0->id()}); })) << server->log();
+  FaultRun run("overload_beyond_capacity", s);
+
+  // 8 streams of 100 tokens (~0.7 s each): the queued two get their slots well within the 2 s
+  // they may wait (the first-byte timeout).
+  std::vector<http::testing::RawConn> streams;
+  const auto opened = SteadyClock::now();
+  for (int i = 0; i < 8; ++i) {
+    streams.emplace_back(s);
+    ASSERT_TRUE(streams.back().send_all(
+        request_text("POST", "/v1/completions", completion_body(run.next_prompt(), 100, true))));
+  }
+  int shed = 0;
+  for (auto& c : streams) {
+    const Reply r = to_reply(c.read_response(kClientDeadline));
+    if (run.count(r, opened) == Outcome::kFailedClean) {
+      ++shed;
+      EXPECT_EQ(r.status, 429) << r.body;
+      EXPECT_GE(std::atoi(r.header("retry-after").c_str()), 1) << "no Retry-After";
+    } else {
+      EXPECT_EQ(int_at(usage_of(r), "completion_tokens"), 100);
+    }
+  }
+  EXPECT_EQ(shed, 4);
+  EXPECT_EQ(run.succeeded(), 4);
+  EXPECT_EQ(row(s, e0->id()).requests, 4) << "the engine got more than it was allowed";
+  run.finish();
+  expect_no_leaked_load(s);
+  expect_alive(*server);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Engines failing over their KV-event stream.
 
