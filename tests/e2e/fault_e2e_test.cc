@@ -97,14 +97,42 @@ size_t stream_chunks(const Reply& r) {
   return n;
 }
 
+// After the traffic: no request in flight, no active block or request left on any worker.
+void expect_no_leaked_load(uint16_t server) {
+  std::string last;
+  const bool clean = eventually(
+      [&] {
+        const std::optional<WorkerTable> t = workers(server);
+        if (!t) return false;
+        last.clear();
+        bool zero = true;
+        for (const auto& [id, w] : *t) {
+          last += " " + id + ": inflight " + std::to_string(w.inflight) + ", active requests " +
+                  std::to_string(w.active_requests) + ", active blocks " +
+                  std::to_string(w.active_blocks) + ";";
+          zero = zero && w.inflight == 0 && w.active_requests == 0 && w.active_blocks == 0;
+        }
+        return zero;
+      },
+      Ms(5000));
+  EXPECT_TRUE(clean) << "load left behind:" << last;
+}
+
+// The server survived the fault: still running and serving its API.
+void expect_alive(InferaProcess& server) {
+  EXPECT_TRUE(server.process().running()) << server.log();
+  EXPECT_EQ(get(server.port(), "/v1/models").status, 200);
+}
+
 // The traffic of one fault test and its counts; finish() prints the row and asserts that
 // nothing was lost.
 class FaultRun {
  public:
-  FaultRun(std::string fault, uint16_t server)
+  FaultRun(std::string fault, InferaProcess& server)
       : fault_(std::move(fault)),
-        server_(server),
-        retries_before_(server_retries(server)),
+        process_(server),
+        server_(server.port()),
+        retries_before_(server_retries(server_)),
         start_(SteadyClock::now()) {}
 
   std::vector<uint32_t> next_prompt() { return token_ids(seed_++, kPromptTokens); }
@@ -116,6 +144,16 @@ class FaultRun {
                    kClientDeadline);
     count(r, sent);
     return r;
+  }
+  // Opens `n` streams of `max_tokens` tokens through the server at once; the test reads them.
+  std::vector<http::testing::RawConn> open_streams(int n, int max_tokens) {
+    std::vector<http::testing::RawConn> out;
+    for (int i = 0; i < n; ++i) {
+      out.emplace_back(server_);
+      EXPECT_TRUE(out.back().send_all(request_text(
+          "POST", "/v1/completions", completion_body(next_prompt(), max_tokens, true))));
+    }
+    return out;
   }
   // Counts an answer the test read itself (a stream held open across a fault).
   Outcome count(const Reply& r, SteadyClock::time_point sent) {
@@ -144,7 +182,7 @@ class FaultRun {
   double retried() const { return server_retries(server_) - retries_before_; }
 
   // Prints `FAULT_ROW {...}` and checks the rules every fault shares: nothing lost, no answer
-  // later than the server's request deadline.
+  // later than the server's request deadline, no load left behind, the server alive.
   void finish() {
     const double retried_now = retried();
     std::printf(
@@ -157,10 +195,13 @@ class FaultRun {
     EXPECT_EQ(sent_, succeeded_ + failed_clean_ + lost_);
     EXPECT_LT(max_ms_, kRequestTimeoutS * 1000 + 1000)
         << fault_ << ": a request outlived its deadline";
+    expect_no_leaked_load(server_);
+    expect_alive(process_);
   }
 
  private:
   std::string fault_;
+  InferaProcess& process_;
   uint16_t server_;
   double retries_before_;
   SteadyClock::time_point start_;
@@ -188,33 +229,6 @@ std::optional<WorkerRow> worker_row(uint16_t server, const std::string& id) {
 // The same, or an empty row (state "") when the server does not list the worker.
 WorkerRow row(uint16_t server, const std::string& id) {
   return worker_row(server, id).value_or(WorkerRow{});
-}
-
-// After the traffic: no request in flight, no active block or request left on any worker.
-void expect_no_leaked_load(uint16_t server) {
-  std::string last;
-  const bool clean = eventually(
-      [&] {
-        const std::optional<WorkerTable> t = workers(server);
-        if (!t) return false;
-        last.clear();
-        bool zero = true;
-        for (const auto& [id, w] : *t) {
-          last += " " + id + ": inflight " + std::to_string(w.inflight) + ", active requests " +
-                  std::to_string(w.active_requests) + ", active blocks " +
-                  std::to_string(w.active_blocks) + ";";
-          zero = zero && w.inflight == 0 && w.active_requests == 0 && w.active_blocks == 0;
-        }
-        return zero;
-      },
-      Ms(5000));
-  EXPECT_TRUE(clean) << "load left behind:" << last;
-}
-
-// The server survived the fault: still running and serving its API.
-void expect_alive(InferaProcess& server) {
-  EXPECT_TRUE(server.process().running()) << server.log();
-  EXPECT_EQ(get(server.port(), "/v1/models").status, 200);
 }
 
 // A worker that failed is readmitted once the fault is gone: when its backoff runs out it is
@@ -323,6 +337,39 @@ std::vector<std::string> static_fleet(const std::vector<std::string>& specs,
 // worker skipped on its turn.
 const std::vector<std::string> kRoundRobin = {"--router-policy", "round-robin"};
 
+// A fault-test server started with `flags`, once it lists exactly the workers `ids`, each
+// ready; null (the reason reported as a test failure) otherwise.
+std::unique_ptr<InferaProcess> start_ready_server(const std::string& name,
+                                                  const std::vector<std::string>& flags,
+                                                  const std::vector<std::string>& ids) {
+  auto server = start_server(name, flags);
+  if (!server->ready()) return nullptr;  // InferaProcess reported why
+  if (!eventually([&] { return fleet_is(server->port(), ids); })) {
+    ADD_FAILURE() << name << " did not list its fleet:\n" << server->log();
+    return nullptr;
+  }
+  return server;
+}
+
+// The stage of most engine faults: a proxied engine (the one the fault hits) and a plain one,
+// behind a server (round-robin unless `more` says otherwise) that lists both.
+struct FaultyAndHealthy {
+  FaultyAndHealthy(const std::string& name, const std::string& speedup,
+                   const std::vector<std::string>& more = kRoundRobin)
+      : faulty(name + "_faulty", {"--speedup-ratio", speedup}),
+        healthy(start_engine(name + "_healthy", {"--speedup-ratio", speedup})) {
+    if (!faulty.ready() || !healthy->ready()) return;
+    server = start_ready_server(name + "_server",
+                                static_fleet({faulty.worker_flag(), healthy->worker_flag()}, more),
+                                {faulty.id(), healthy->id()});
+  }
+  bool ready() const { return server != nullptr; }
+
+  ProxiedEngine faulty;
+  std::unique_ptr<InferaProcess> healthy;
+  std::unique_ptr<InferaProcess> server;
+};
+
 // The requests one worker received (attempts included) between two admin views.
 int64_t attempts_between(const std::optional<WorkerRow>& before,
                          const std::optional<WorkerRow>& after) {
@@ -336,21 +383,16 @@ TEST(FaultE2eTest, EngineKilledMidStreamEndsItsStreamsWithAnErrorEvent) {
   auto e0 = start_engine("kill_e0", {"--speedup-ratio", "1"});  // ~6 ms per output token
   auto e1 = start_engine("kill_e1", {"--speedup-ratio", "1"});
   ASSERT_TRUE(e0->ready() && e1->ready());
-  auto server = start_server("kill_server",
-                             static_fleet({e0->worker_flag(), e1->worker_flag()}, kRoundRobin));
-  ASSERT_TRUE(server->ready());
+  auto server = start_ready_server(
+      "kill_server", static_fleet({e0->worker_flag(), e1->worker_flag()}, kRoundRobin),
+      {e0->id(), e1->id()});
+  ASSERT_TRUE(server);
   const uint16_t s = server->port();
-  ASSERT_TRUE(eventually([&] { return fleet_is(s, {e0->id(), e1->id()}); })) << server->log();
-  FaultRun run("engine_killed_mid_stream", s);
+  FaultRun run("engine_killed_mid_stream", *server);
 
   // Four 400-token streams (~2.5 s each), two per worker, each past its first token.
-  std::vector<http::testing::RawConn> streams;
   const auto opened = SteadyClock::now();
-  for (int i = 0; i < 4; ++i) {
-    streams.emplace_back(s);
-    ASSERT_TRUE(streams.back().send_all(
-        request_text("POST", "/v1/completions", completion_body(run.next_prompt(), 400, true))));
-  }
+  std::vector<http::testing::RawConn> streams = run.open_streams(4, 400);
   for (auto& c : streams) ASSERT_TRUE(c.read_until("data: {", Ms(20'000)));
   const auto victim = worker_row(s, e0->id());
   ASSERT_TRUE(victim.has_value());
@@ -381,20 +423,14 @@ TEST(FaultE2eTest, EngineKilledMidStreamEndsItsStreamsWithAnErrorEvent) {
   EXPECT_EQ(run.failed_clean(), broken);
   EXPECT_GE(row(s, e0->id()).failures, 1);
   run.finish();
-  expect_no_leaked_load(s);
-  expect_alive(*server);
 }
 
 TEST(FaultE2eTest, HungEngineIsRetriedElsewhereExcludedAndReadmitted) {
-  ProxiedEngine hung("hung_e0", {"--speedup-ratio", "100"});
-  auto e1 = start_engine("hung_e1", {"--speedup-ratio", "100"});
-  ASSERT_TRUE(hung.ready() && e1->ready());
-  auto server = start_server("hung_server",
-                             static_fleet({hung.worker_flag(), e1->worker_flag()}, kRoundRobin));
-  ASSERT_TRUE(server->ready());
-  const uint16_t s = server->port();
-  ASSERT_TRUE(eventually([&] { return fleet_is(s, {hung.id(), e1->id()}); })) << server->log();
-  FaultRun run("engine_hung", s);
+  FaultyAndHealthy stage("hung", "100");
+  ASSERT_TRUE(stage.ready());
+  ProxiedEngine& hung = stage.faulty;
+  const uint16_t s = stage.server->port();
+  FaultRun run("engine_hung", *stage.server);
 
   // The engine accepts connections and reads requests, and never answers.
   hung.http().set_mode(Mode::kHang);
@@ -410,8 +446,6 @@ TEST(FaultE2eTest, HungEngineIsRetriedElsewhereExcludedAndReadmitted) {
   const double readmitted_s = expect_readmitted(run, s, hung.id(), SteadyClock::now());
   std::printf("hung engine readmitted %.2f s after it recovered\n", readmitted_s);
   run.finish();
-  expect_no_leaked_load(s);
-  expect_alive(*server);
 }
 
 // The request deadline bounds the whole request, retries included: two hung workers would
@@ -424,11 +458,10 @@ TEST(FaultE2eTest, RequestDeadlineBoundsAttemptsOnHungWorkers) {
   ASSERT_TRUE(h0.ready() && h1.ready());
   std::vector<std::string> flags = static_fleet({h0.worker_flag(), h1.worker_flag()}, kRoundRobin);
   flags.insert(flags.end(), {"--request-timeout-s", "3"});  // the last value counts
-  auto server = start_server("deadline_server", flags);
-  ASSERT_TRUE(server->ready());
+  auto server = start_ready_server("deadline_server", flags, {h0.id(), h1.id()});
+  ASSERT_TRUE(server);
   const uint16_t s = server->port();
-  ASSERT_TRUE(eventually([&] { return fleet_is(s, {h0.id(), h1.id()}); })) << server->log();
-  FaultRun run("request_deadline_on_hung_workers", s);
+  FaultRun run("request_deadline_on_hung_workers", *server);
 
   h0.http().set_mode(Mode::kHang);
   h1.http().set_mode(Mode::kHang);
@@ -462,20 +495,14 @@ TEST(FaultE2eTest, RequestDeadlineBoundsAttemptsOnHungWorkers) {
   h0.partition(false);
   h1.partition(false);
   run.finish();
-  expect_no_leaked_load(s);
-  expect_alive(*server);
 }
 
 TEST(FaultE2eTest, SlowFirstByteWaitsWithinTheTimeoutAndIsRetriedBeyondIt) {
-  ProxiedEngine slow("slow_e0", {"--speedup-ratio", "100"});
-  auto e1 = start_engine("slow_e1", {"--speedup-ratio", "100"});
-  ASSERT_TRUE(slow.ready() && e1->ready());
-  auto server = start_server("slow_server",
-                             static_fleet({slow.worker_flag(), e1->worker_flag()}, kRoundRobin));
-  ASSERT_TRUE(server->ready());
-  const uint16_t s = server->port();
-  ASSERT_TRUE(eventually([&] { return fleet_is(s, {slow.id(), e1->id()}); })) << server->log();
-  FaultRun run("engine_slow_first_byte", s);
+  FaultyAndHealthy stage("slow", "100");
+  ASSERT_TRUE(stage.ready());
+  ProxiedEngine& slow = stage.faulty;
+  const uint16_t s = stage.server->port();
+  FaultRun run("engine_slow_first_byte", *stage.server);
 
   // 500 ms before each answer, under the 2 s first-byte timeout: served where routed, no retry.
   slow.http().set_answer_delay(Ms(500));
@@ -503,20 +530,18 @@ TEST(FaultE2eTest, SlowFirstByteWaitsWithinTheTimeoutAndIsRetriedBeyondIt) {
   slow.http().set_answer_delay(Ms(0));
   expect_readmitted(run, s, slow.id(), SteadyClock::now());
   run.finish();
-  expect_no_leaked_load(s);
-  expect_alive(*server);
 }
 
 TEST(FaultE2eTest, EngineAnswering500IsRetriedAndAllFailingIsACleanError) {
   ProxiedEngine p0("e500_e0", {"--speedup-ratio", "100"});
   ProxiedEngine p1("e500_e1", {"--speedup-ratio", "100"});
   ASSERT_TRUE(p0.ready() && p1.ready());
-  auto server =
-      start_server("e500_server", static_fleet({p0.worker_flag(), p1.worker_flag()}, kRoundRobin));
-  ASSERT_TRUE(server->ready());
+  auto server = start_ready_server("e500_server",
+                                   static_fleet({p0.worker_flag(), p1.worker_flag()}, kRoundRobin),
+                                   {p0.id(), p1.id()});
+  ASSERT_TRUE(server);
   const uint16_t s = server->port();
-  ASSERT_TRUE(eventually([&] { return fleet_is(s, {p0.id(), p1.id()}); })) << server->log();
-  FaultRun run("engine_http_500", s);
+  FaultRun run("engine_http_500", *server);
 
   // One worker answers 500: retried on the other, and excluded (tried at most twice in 6).
   p0.http().set_mode(Mode::kHttp500);
@@ -550,29 +575,18 @@ TEST(FaultE2eTest, EngineAnswering500IsRetriedAndAllFailingIsACleanError) {
   expect_readmitted(run, s, p1.id(), cleared);
   EXPECT_EQ(run.failed_clean(), 2);
   run.finish();
-  expect_no_leaked_load(s);
-  expect_alive(*server);
 }
 
 TEST(FaultE2eTest, PartitionedEngineTimesOutIsExcludedAndRejoinsWithItsEventStream) {
-  ProxiedEngine cut("part_e0", {"--speedup-ratio", "1"});
-  auto e1 = start_engine("part_e1", {"--speedup-ratio", "1"});
-  ASSERT_TRUE(cut.ready() && e1->ready());
-  auto server = start_server("part_server",
-                             static_fleet({cut.worker_flag(), e1->worker_flag()}, kRoundRobin));
-  ASSERT_TRUE(server->ready());
-  const uint16_t s = server->port();
-  ASSERT_TRUE(eventually([&] { return fleet_is(s, {cut.id(), e1->id()}); })) << server->log();
-  FaultRun run("engine_network_partition", s);
+  FaultyAndHealthy stage("part", "1");
+  ASSERT_TRUE(stage.ready());
+  ProxiedEngine& cut = stage.faulty;
+  const uint16_t s = stage.server->port();
+  FaultRun run("engine_network_partition", *stage.server);
 
   // One 400-token stream on each worker, past its first token; then the partition.
-  std::vector<http::testing::RawConn> streams;
   const auto opened = SteadyClock::now();
-  for (int i = 0; i < 2; ++i) {
-    streams.emplace_back(s);
-    ASSERT_TRUE(streams.back().send_all(
-        request_text("POST", "/v1/completions", completion_body(run.next_prompt(), 400, true))));
-  }
+  std::vector<http::testing::RawConn> streams = run.open_streams(2, 400);
   for (auto& c : streams) ASSERT_TRUE(c.read_until("data: {", Ms(20'000)));
   ASSERT_EQ(row(s, cut.id()).inflight, 1);
   cut.partition(true);
@@ -610,8 +624,6 @@ TEST(FaultE2eTest, PartitionedEngineTimesOutIsExcludedAndRejoinsWithItsEventStre
   EXPECT_EQ(healed.restarts, 0);
   EXPECT_EQ(healed.gaps, 0);
   run.finish();
-  expect_no_leaked_load(s);
-  expect_alive(*server);
 }
 
 // Overload: more requests than the fleet takes. With --max-inflight-per-worker 2 and
@@ -620,23 +632,18 @@ TEST(FaultE2eTest, PartitionedEngineTimesOutIsExcludedAndRejoinsWithItsEventStre
 TEST(FaultE2eTest, OverloadIsShedWith429AndRetryAfter) {
   auto e0 = start_engine("overload_e0", {"--speedup-ratio", "1"});  // ~6 ms per output token
   ASSERT_TRUE(e0->ready());
-  auto server = start_server(
+  auto server = start_ready_server(
       "overload_server",
-      static_fleet({e0->worker_flag()}, {"--max-inflight-per-worker", "2", "--max-queue", "2"}));
-  ASSERT_TRUE(server->ready());
+      static_fleet({e0->worker_flag()}, {"--max-inflight-per-worker", "2", "--max-queue", "2"}),
+      {e0->id()});
+  ASSERT_TRUE(server);
   const uint16_t s = server->port();
-  ASSERT_TRUE(eventually([&] { return fleet_is(s, {e0->id()}); })) << server->log();
-  FaultRun run("overload_beyond_capacity", s);
+  FaultRun run("overload_beyond_capacity", *server);
 
   // 8 streams of 100 tokens (~0.7 s each): the queued two get their slots well within the 2 s
   // they may wait (the first-byte timeout).
-  std::vector<http::testing::RawConn> streams;
   const auto opened = SteadyClock::now();
-  for (int i = 0; i < 8; ++i) {
-    streams.emplace_back(s);
-    ASSERT_TRUE(streams.back().send_all(
-        request_text("POST", "/v1/completions", completion_body(run.next_prompt(), 100, true))));
-  }
+  std::vector<http::testing::RawConn> streams = run.open_streams(8, 100);
   int shed = 0;
   for (auto& c : streams) {
     const Reply r = to_reply(c.read_response(kClientDeadline));
@@ -652,7 +659,47 @@ TEST(FaultE2eTest, OverloadIsShedWith429AndRetryAfter) {
   EXPECT_EQ(run.succeeded(), 4);
   EXPECT_EQ(row(s, e0->id()).requests, 4) << "the engine got more than it was allowed";
   run.finish();
-  expect_no_leaked_load(s);
+}
+
+// The short soak (CI): `infera bench` in its soak mode through the server: it measures the
+// fleet's capacity (a closed loop), then sends a half-streamed, half-JSON mix at 50 % of it
+// (the shared CI machine's capacity moves during a run; the 10-minute run uses 80 %). Nothing
+// may be lost, and the server's open fds must come back within its pool's bound.
+// docs/reliability.md has the 10-minute run.
+TEST(FaultE2eTest, ShortSoakThroughTheServerLosesNothing) {
+  auto e0 = start_engine("soak_e0", {"--speedup-ratio", "100"});
+  auto e1 = start_engine("soak_e1", {"--speedup-ratio", "100"});
+  ASSERT_TRUE(e0->ready() && e1->ready());
+  // A 2 s client idle timeout: the server lets go of the bench's connections soon after the run.
+  auto server = start_ready_server(
+      "soak_server",
+      static_fleet({e0->worker_flag(), e1->worker_flag()}, {"--client-idle-timeout-s", "2"}),
+      {e0->id(), e1->id()});
+  ASSERT_TRUE(server);
+  const fs::path log =
+      fs::temp_directory_path() / ("infera_fault_e2e_" + std::to_string(::getpid()) + "_soak.log");
+  auto rc = run_process(
+      {kBinary, "bench", "--url", server->url(), "--workload", "prefix-families", "--groups", "4",
+       "--system-tokens", "256", "--question-tokens", "32", "--output-tokens", "16",
+       "--capacity-fraction", "0.5", "--duration-s", "8", "--stream-fraction", "0.5",
+       "--calibrate-requests", "300", "--calibrate-concurrency", "16", "--timeout-s",
+       std::to_string(kRequestTimeoutS), "--watch-pid", std::to_string(server->process().pid()),
+       // 8 s is warm-up more than steady state: RSS is judged by the 10-minute run. An fd
+       // leaked per request would show as thousands here; the server's upstream pool keeps up
+       // to 64 idle connections per worker.
+       "--max-rss-growth", "1.0", "--max-fd-growth", "192"},
+      Ms(120'000), log.string());
+  ASSERT_TRUE(rc.ok()) << rc.status().to_string();
+  const std::string out = read_text(log);
+  fs::remove(log);
+  EXPECT_EQ(*rc, 0) << out;
+  const size_t at = out.find("SOAK {");
+  ASSERT_NE(at, std::string::npos) << out;
+  const json::value soak = parse_json(out.substr(at + 5, out.find('\n', at) - at - 5));
+  EXPECT_EQ(int_at(soak, "errors"), 0) << out;
+  EXPECT_GT(int_at(soak, "requests"), 0) << out;
+  std::printf("%s", out.substr(at).c_str());
+  expect_no_leaked_load(server->port());
   expect_alive(*server);
 }
 
@@ -660,16 +707,12 @@ TEST(FaultE2eTest, OverloadIsShedWith429AndRetryAfter) {
 // Engines failing over their KV-event stream.
 
 TEST(FaultE2eTest, RestartedEngineGetsItsMirrorRebuilt) {
-  ProxiedEngine restarted("restart_e0", {"--speedup-ratio", "100"});
-  auto e1 = start_engine("restart_e1", {"--speedup-ratio", "100"});
-  ASSERT_TRUE(restarted.ready() && e1->ready());
-  auto server =
-      start_server("restart_server", static_fleet({restarted.worker_flag(), e1->worker_flag()}));
-  ASSERT_TRUE(server->ready());
-  const uint16_t s = server->port();
+  FaultyAndHealthy stage("restart", "100", {});
+  ASSERT_TRUE(stage.ready());
+  ProxiedEngine& restarted = stage.faulty;
+  const uint16_t s = stage.server->port();
   const std::string id = restarted.id();
-  ASSERT_TRUE(eventually([&] { return fleet_is(s, {id, e1->id()}); })) << server->log();
-  FaultRun run("engine_restart", s);
+  FaultRun run("engine_restart", *stage.server);
 
   // Three prompts cached on the engine (sent to it directly): the mirror holds their blocks.
   for (uint64_t i = 0; i < 3; ++i) {
@@ -704,19 +747,16 @@ TEST(FaultE2eTest, RestartedEngineGetsItsMirrorRebuilt) {
       << block_count(s, id);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
   run.finish();
-  expect_no_leaked_load(s);
-  expect_alive(*server);
 }
 
 TEST(FaultE2eTest, SilentEventPublisherLeavesServingIntactAndCatchesUp) {
   ProxiedEngine quiet("silent_e0", {"--speedup-ratio", "100"});
   ASSERT_TRUE(quiet.ready());
-  auto server = start_server("silent_server", static_fleet({quiet.worker_flag()}));
-  ASSERT_TRUE(server->ready());
-  const uint16_t s = server->port();
   const std::string id = quiet.id();
-  ASSERT_TRUE(eventually([&] { return fleet_is(s, {id}); })) << server->log();
-  FaultRun run("event_publisher_silent", s);
+  auto server = start_ready_server("silent_server", static_fleet({quiet.worker_flag()}), {id});
+  ASSERT_TRUE(server);
+  const uint16_t s = server->port();
+  FaultRun run("event_publisher_silent", *server);
 
   EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
   ASSERT_TRUE(eventually([&] { return row(s, id).blocks_stored == kPromptBlocks; }));
@@ -736,20 +776,17 @@ TEST(FaultE2eTest, SilentEventPublisherLeavesServingIntactAndCatchesUp) {
   EXPECT_EQ(row->events_state, "live");
   EXPECT_EQ(block_count(s, id), 6 * kPromptBlocks);
   run.finish();
-  expect_no_leaked_load(s);
-  expect_alive(*server);
 }
 
 TEST(FaultE2eTest, EventGapIsReplayedAndBeyondTheReplayBufferMarksTheMirrorStale) {
   // A replay buffer of 3 batches; each request here is one batch (its prompt's 4 blocks).
   ProxiedEngine lossy("gap_e0", {"--speedup-ratio", "100"}, R"("buffer_steps":3)");
   ASSERT_TRUE(lossy.ready());
-  auto server = start_server("gap_server", static_fleet({lossy.worker_flag()}));
-  ASSERT_TRUE(server->ready());
-  const uint16_t s = server->port();
   const std::string id = lossy.id();
-  ASSERT_TRUE(eventually([&] { return fleet_is(s, {id}); })) << server->log();
-  FaultRun run("event_gap_beyond_replay", s);
+  auto server = start_ready_server("gap_server", static_fleet({lossy.worker_flag()}), {id});
+  ASSERT_TRUE(server);
+  const uint16_t s = server->port();
+  FaultRun run("event_gap_beyond_replay", *server);
   for (int i = 0; i < 2; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
   ASSERT_TRUE(eventually([&] { return block_count(s, id) == 2 * kPromptBlocks; }));
 
@@ -783,8 +820,6 @@ TEST(FaultE2eTest, EventGapIsReplayedAndBeyondTheReplayBufferMarksTheMirrorStale
   EXPECT_TRUE(eventually([&] { return block_count(s, id) == 2 * kPromptBlocks; }))
       << block_count(s, id);
   run.finish();
-  expect_no_leaked_load(s);
-  expect_alive(*server);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -801,13 +836,13 @@ TEST(FaultE2eTest, EtcdStoppedKeepsTheLastFleetAndRestartedResumesTheWatch) {
   auto e0 = start_engine("etcd_down_e0", etcd_engine_flags(etcd->endpoint()));
   auto e1 = start_engine("etcd_down_e1", etcd_engine_flags(etcd->endpoint()));
   ASSERT_TRUE(e0->ready() && e1->ready());
-  auto server = start_server(
+  auto server = start_ready_server(
       "etcd_down_server",
-      fault_server_flags({"--discovery-backend", "etcd", "--etcd-endpoint", etcd->endpoint()}));
-  ASSERT_TRUE(server->ready());
+      fault_server_flags({"--discovery-backend", "etcd", "--etcd-endpoint", etcd->endpoint()}),
+      {e0->id(), e1->id()});
+  ASSERT_TRUE(server);
   const uint16_t s = server->port();
-  ASSERT_TRUE(eventually([&] { return fleet_is(s, {e0->id(), e1->id()}); })) << server->log();
-  FaultRun run("etcd_stopped_and_restarted", s);
+  FaultRun run("etcd_stopped_and_restarted", *server);
 
   // etcd down: the server routes on the fleet it last saw.
   etcd->stop();
@@ -827,8 +862,6 @@ TEST(FaultE2eTest, EtcdStoppedKeepsTheLastFleetAndRestartedResumesTheWatch) {
       << workers(s).value_or(WorkerTable{}).size() << " workers";
   for (int i = 0; i < 6; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
   run.finish();
-  expect_no_leaked_load(s);
-  expect_alive(*server);
 }
 
 TEST(FaultE2eTest, KilledWorkerLeavesWhenItsLeaseExpires) {
@@ -837,13 +870,14 @@ TEST(FaultE2eTest, KilledWorkerLeavesWhenItsLeaseExpires) {
   auto e0 = start_engine("lease_e0", etcd_engine_flags(etcd->endpoint()));
   auto e1 = start_engine("lease_e1", etcd_engine_flags(etcd->endpoint()));
   ASSERT_TRUE(e0->ready() && e1->ready());
-  auto server = start_server(
-      "lease_server", fault_server_flags({"--router-policy", "round-robin", "--discovery-backend",
-                                          "etcd", "--etcd-endpoint", etcd->endpoint()}));
-  ASSERT_TRUE(server->ready());
+  auto server = start_ready_server(
+      "lease_server",
+      fault_server_flags({"--router-policy", "round-robin", "--discovery-backend", "etcd",
+                          "--etcd-endpoint", etcd->endpoint()}),
+      {e0->id(), e1->id()});
+  ASSERT_TRUE(server);
   const uint16_t s = server->port();
-  ASSERT_TRUE(eventually([&] { return fleet_is(s, {e0->id(), e1->id()}); })) << server->log();
-  FaultRun run("etcd_lease_expiry", s);
+  FaultRun run("etcd_lease_expiry", *server);
 
   // SIGKILL: no deregistration. Until the 2 s lease runs out, requests routed to it are
   // refused and retried on the live worker.
@@ -865,8 +899,6 @@ TEST(FaultE2eTest, KilledWorkerLeavesWhenItsLeaseExpires) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
   EXPECT_EQ(run.retried(), retried);
   run.finish();
-  expect_no_leaked_load(s);
-  expect_alive(*server);
 }
 
 }  // namespace
