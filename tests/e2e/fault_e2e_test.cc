@@ -2,8 +2,10 @@
 // real etcd) on loopback while one fault at a time hits the fleet: an engine killed mid-stream,
 // hung, slow to its first byte, answering 500, restarted, with its KV-event publisher silent or
 // losing messages beyond its replay buffer, partitioned from the network; etcd stopped and
-// restarted; a worker's lease expiring. Faults are made with FaultProxy (tests/support), a TCP
-// forwarder in front of an engine's HTTP, KV-event and replay ports, and with signals.
+// restarted; a worker's lease expiring; more requests than the in-flight cap takes. Faults are
+// made with FaultProxy (tests/support), a TCP forwarder in front of an engine's HTTP, KV-event
+// and replay ports, and with signals. A short soak (`infera bench` in its soak mode) runs here
+// too.
 //
 // Each test asserts the behaviour the gateway promises (retry before the first byte, an OpenAI
 // error event after it, a failing worker excluded and readmitted after its backoff, the KV mirror

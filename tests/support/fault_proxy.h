@@ -100,7 +100,6 @@ class FaultProxy {
     apply([&] { drop_pending_ += n; });
   }
   uint64_t dropped_messages() const { return dropped_.load(); }
-  uint64_t accepted() const { return accepted_.load(); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -252,7 +251,6 @@ class FaultProxy {
       if (fd < 0) return;
       Conn c;
       c.generation = generation;
-      ++accepted_;
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       c.client = fd;
@@ -362,7 +360,6 @@ class FaultProxy {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> dropped_{0};
-  std::atomic<uint64_t> accepted_{0};
   std::list<Conn> conns_;  // proxy thread only
 
   std::mutex mu_;  // guards the settings below

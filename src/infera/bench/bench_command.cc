@@ -40,9 +40,10 @@ struct SoakOptions {
   double duration_s = 60;
   uint32_t calibrate_requests = 400;
   uint32_t calibrate_concurrency = 32;
-  int64_t watch_pid = 0;  // 0: none
+  int64_t watch_pid = 0;         // 0: none
   double max_rss_growth = 0.05;  // a fraction of the RSS before the soak
   uint32_t max_fd_growth = 0;    // open fds beyond the count before the soak
+  double settle_s = 75;          // how long the server may take to close the run's connections
 };
 
 // The soak mode: measure capacity with a closed loop, then send an open-loop mix at a fraction
@@ -87,10 +88,13 @@ int run_soak(const std::string& workload_name, WorkloadOptions w, HttpRunOptions
     std::fprintf(stderr, "infera bench: %s\n", result.status().message().c_str());
     return 1;
   }
-  // The run's connections are closed now; the server lets go of its side within its idle
-  // timeout: poll for up to 10 s.
+  // The run's connections are closed now; the server lets go of its side within its client
+  // idle timeout (60 s by default): poll for up to --settle-s.
   ProcessUse after = so.watch_pid ? process_use(so.watch_pid) : ProcessUse{};
-  for (int i = 0; i < 200 && after.ok && after.fds > before.fds + so.max_fd_growth; ++i) {
+  const auto settle_until = std::chrono::steady_clock::now() +
+                            std::chrono::milliseconds(static_cast<int64_t>(so.settle_s * 1000));
+  while (after.ok && after.fds > before.fds + so.max_fd_growth &&
+         std::chrono::steady_clock::now() < settle_until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling another process
     after = process_use(so.watch_pid);
   }
@@ -178,6 +182,10 @@ int run_bench_command(std::span<const std::string> args) {
         "soak: this process (the server, on this machine) may not grow its RSS by more than "
         "--max-rss-growth nor end with more than --max-fd-growth open fds more than before",
         "PID");
+  f.add("--settle-s", &so.settle_s,
+        "soak: how long the watched server may take to close the run's connections (default 75, "
+        "beyond the server's default client idle timeout)",
+        "SECONDS");
   f.add("--max-rss-growth", &so.max_rss_growth,
         "soak: RSS growth allowed, a fraction (default 0.05)", "F");
   f.add("--max-fd-growth", &so.max_fd_growth,
