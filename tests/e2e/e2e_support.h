@@ -114,6 +114,7 @@ class InferaProcess {
   const std::string& id() const { return id_; }  // host:port, the server's worker id
   std::string url() const { return "http://" + id_; }
   const std::string& kv_endpoint() const { return kv_endpoint_; }
+  const std::string& replay_endpoint() const { return replay_endpoint_; }
   // The static-discovery flag value for this engine: URL,kv=...,replay=...,topic=...
   std::string worker_flag() const {
     return url() + ",kv=" + kv_endpoint_ + ",replay=" + replay_endpoint_ +
@@ -139,8 +140,10 @@ class InferaProcess {
 
 // `infera engine mock` serving model "m" with KV events. The PUB and replay sockets bind a
 // wildcard port on loopback (a '*' endpoint binds, as in vLLM); the ready line names the ports.
+// `kv_events_keys` adds keys to the --kv-events-config object (e.g. R"("buffer_steps":3)").
 inline std::unique_ptr<InferaProcess> start_engine(const std::string& name,
-                                                   std::vector<std::string> flags = {}) {
+                                                   std::vector<std::string> flags = {},
+                                                   const std::string& kv_events_keys = {}) {
   std::vector<std::string> args = {
       "engine",
       "mock",
@@ -156,8 +159,8 @@ inline std::unique_ptr<InferaProcess> start_engine(const std::string& name,
       "warn",
       "--kv-events-config",
       R"({"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:*",)"
-      R"("replay_endpoint":"tcp://127.0.0.1:*","topic":")" +
-          std::string(kTopic) + R"("})"};
+      R"("replay_endpoint":"tcp://127.0.0.1:*","topic":")" + std::string(kTopic) + "\"" +
+          (kv_events_keys.empty() ? "" : "," + kv_events_keys) + "}"};
   args.insert(args.end(), flags.begin(), flags.end());
   return std::make_unique<InferaProcess>(name, std::move(args));
 }
@@ -316,11 +319,19 @@ struct WorkerRow {
   int64_t requests = 0;
   int64_t inflight = 0;
   int64_t active_requests = 0;
+  int64_t active_blocks = 0;
   int64_t cached_blocks = 0;
   int64_t blocks_stored = 0;  // applied from the worker's KV events since it joined
   int64_t failures = 0;
   std::vector<std::string> models;
-  std::string state;
+  std::string state;  // healthy, backoff, refused
+  // The KV-event subscriber: live, stale or none; sequence gaps, replays, engine restarts
+  // detected, transitions to stale.
+  std::string events_state;
+  int64_t gaps = 0;
+  int64_t replays = 0;
+  int64_t restarts = 0;
+  int64_t stale_transitions = 0;
 };
 using WorkerTable = std::map<std::string, WorkerRow>;  // by worker id
 
@@ -337,10 +348,16 @@ inline std::optional<WorkerTable> workers(uint16_t server_port) {
     row.requests = int_at(w, "requests");
     row.inflight = int_at(w, "inflight_requests");
     row.active_requests = int_at(w, "active_requests");
+    row.active_blocks = int_at(w, "active_blocks");
     row.cached_blocks = int_at(w, "cached_blocks");
     row.blocks_stored = int_at(w, "kv_events/blocks_stored", 0);
     row.failures = int_at(w, "failures");
     row.state = string_at(w, "state");
+    row.events_state = string_at(w, "kv_events/state");
+    row.gaps = int_at(w, "kv_events/gaps", 0);
+    row.replays = int_at(w, "kv_events/replays", 0);
+    row.restarts = int_at(w, "kv_events/restarts", 0);
+    row.stale_transitions = int_at(w, "kv_events/stale_transitions", 0);
     if (const json::value* m = find(w, "models"); m && m->is_array()) {
       for (const json::value& name : m->get_array()) {
         if (name.is_string()) row.models.emplace_back(name.get_string());

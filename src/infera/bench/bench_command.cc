@@ -1,5 +1,8 @@
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "infera/bench/commands.h"
 #include "infera/bench/http_runner.h"
@@ -7,6 +10,126 @@
 #include "infera/config/flags.h"
 
 namespace infera::bench {
+namespace {
+
+// What the soak watches of a process on this machine (the server under test).
+struct ProcessUse {
+  uint64_t rss_kb = 0;
+  uint64_t fds = 0;
+  bool ok = false;
+};
+
+ProcessUse process_use(int64_t pid) {
+  ProcessUse u;
+  const std::string dir = "/proc/" + std::to_string(pid);
+  std::ifstream status(dir + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) u.rss_kb = std::strtoull(line.c_str() + 6, nullptr, 10);
+  }
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++u.fds;
+  }
+  u.ok = u.rss_kb > 0 && !ec;
+  return u;
+}
+
+struct SoakOptions {
+  double capacity_fraction = 0;  // of the throughput measured by the calibration run
+  double duration_s = 60;
+  uint32_t calibrate_requests = 400;
+  uint32_t calibrate_concurrency = 32;
+  int64_t watch_pid = 0;         // 0: none
+  double max_rss_growth = 0.05;  // a fraction of the RSS before the soak
+  uint32_t max_fd_growth = 0;    // open fds beyond the count before the soak
+  double settle_s = 75;          // how long the server may take to close the run's connections
+};
+
+// The soak mode: measure capacity with a closed loop, then send an open-loop mix at a fraction
+// of it for a while; nothing may be lost (every request answered in full), and the watched
+// process may not grow its RSS nor its open fds beyond the limits once the client's
+// connections are closed. Prints a table per phase and one `SOAK {json}` line.
+int run_soak(const std::string& workload_name, WorkloadOptions w, HttpRunOptions o,
+             const SoakOptions& so) {
+  w.requests = so.calibrate_requests;
+  Result<Workload> calibration = make_workload(workload_name, w);
+  if (!calibration.ok()) {
+    std::fprintf(stderr, "infera bench: %s\n", calibration.status().message().c_str());
+    return 2;
+  }
+  HttpRunOptions co = o;
+  co.concurrency = so.calibrate_concurrency;
+  auto capacity = run_http(*calibration, co);
+  if (!capacity.ok() || capacity->report.throughput_rps <= 0) {
+    std::fprintf(stderr, "infera bench: calibration failed: %s\n",
+                 capacity.ok() ? "no request completed" : capacity.status().message().c_str());
+    return 1;
+  }
+  const double capacity_rps = capacity->report.throughput_rps;
+  const double rate = so.capacity_fraction * capacity_rps;
+  std::fprintf(stderr,
+               "infera bench: capacity %.1f requests/s (closed loop, %u in flight); soak at %.1f/s "
+               "for %.0f s\n",
+               capacity_rps, so.calibrate_concurrency, rate, so.duration_s);
+
+  w.requests = static_cast<uint32_t>(std::max(1.0, rate * so.duration_s));
+  w.rate_rps = rate;
+  w.seed += 1;  // new prompts, the same families
+  Result<Workload> soak = make_workload(workload_name, w);
+  if (!soak.ok()) {
+    std::fprintf(stderr, "infera bench: %s\n", soak.status().message().c_str());
+    return 2;
+  }
+  o.concurrency = 0;
+  const ProcessUse before = so.watch_pid ? process_use(so.watch_pid) : ProcessUse{};
+  auto result = run_http(*soak, o);
+  if (!result.ok()) {
+    std::fprintf(stderr, "infera bench: %s\n", result.status().message().c_str());
+    return 1;
+  }
+  // The run's connections are closed now; the server lets go of its side within its client
+  // idle timeout (60 s by default): poll for up to --settle-s.
+  ProcessUse after = so.watch_pid ? process_use(so.watch_pid) : ProcessUse{};
+  const auto settle_until = std::chrono::steady_clock::now() +
+                            std::chrono::milliseconds(static_cast<int64_t>(so.settle_s * 1000));
+  while (after.ok && after.fds > before.fds + so.max_fd_growth &&
+         std::chrono::steady_clock::now() < settle_until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling another process
+    after = process_use(so.watch_pid);
+  }
+  RunReport report;
+  report.policies["calibration"] = capacity->report;
+  report.policies["soak"] = result->report;
+  report.settings = {{"workload", workload_name},
+                     {"mode", "soak"},
+                     {"stream_fraction", std::to_string(o.stream_fraction)}};
+  std::printf("%s", format_table(report).c_str());
+  const PolicyReport& r = result->report;
+  const double growth =
+      before.ok && after.ok && before.rss_kb > 0
+          ? static_cast<double>(after.rss_kb) / static_cast<double>(before.rss_kb) - 1
+          : 0;
+  std::printf(
+      "SOAK {\"capacity_rps\":%.2f,\"rate_rps\":%.2f,\"duration_s\":%.1f,\"requests\":%llu,"
+      "\"errors\":%llu,\"stream_fraction\":%.2f,\"ttft_p50_ms\":%.1f,\"ttft_p99_ms\":%.1f,"
+      "\"e2e_p50_ms\":%.1f,\"rss_kb_before\":%llu,\"rss_kb_after\":%llu,\"rss_growth\":%.4f,"
+      "\"fds_before\":%llu,\"fds_after\":%llu}\n",
+      capacity_rps, rate, r.duration_s, static_cast<unsigned long long>(r.requests),
+      static_cast<unsigned long long>(r.errors), o.stream_fraction, r.ttft_p50_ms, r.ttft_p99_ms,
+      r.e2e_p50_ms, static_cast<unsigned long long>(before.rss_kb),
+      static_cast<unsigned long long>(after.rss_kb), growth,
+      static_cast<unsigned long long>(before.fds), static_cast<unsigned long long>(after.fds));
+  bool pass = r.errors == 0 && r.requests == soak->requests.size();
+  if (so.watch_pid) {
+    pass = pass && before.ok && after.ok && growth <= so.max_rss_growth &&
+           after.fds <= before.fds + so.max_fd_growth;
+  }
+  std::fprintf(stderr, "infera bench: soak %s\n", pass ? "passed" : "FAILED");
+  return pass ? 0 : 1;
+}
+
+}  // namespace
 
 int run_bench_command(std::span<const std::string> args) {
   std::string url, trace, workload_name, json_path, plot_path, name = "server";
@@ -45,6 +168,34 @@ int run_bench_command(std::span<const std::string> args) {
   f.add("--name", &name, "the policy name in the result (default: server)", "NAME");
   f.add("--json", &json_path, "write the result JSON here", "OUT.json");
   f.add("--plot", &plot_path, "write PNG plots with this path prefix", "PREFIX");
+  SoakOptions so;
+  f.add("--stream-fraction", &o.stream_fraction,
+        "share of requests streamed (default 1); the others get one JSON answer", "F");
+  f.add("--capacity-fraction", &so.capacity_fraction,
+        "soak: measure capacity first (a closed loop of --calibrate-requests at "
+        "--calibrate-concurrency), then send --workload open-loop at this fraction of it for "
+        "--duration-s; fails on any lost request",
+        "X");
+  f.add("--duration-s", &so.duration_s, "soak: how long the open-loop phase lasts (default 60)",
+        "SECONDS");
+  f.add("--calibrate-requests", &so.calibrate_requests,
+        "soak: requests of the capacity measurement (default 400)", "N");
+  f.add("--calibrate-concurrency", &so.calibrate_concurrency,
+        "soak: requests in flight while measuring capacity (default 32)", "C");
+  f.add("--watch-pid", &so.watch_pid,
+        "soak: this process (the server, on this machine) may not grow its RSS by more than "
+        "--max-rss-growth nor end with more than --max-fd-growth open fds more than before",
+        "PID");
+  f.add("--settle-s", &so.settle_s,
+        "soak: how long the watched server may take to close the run's connections (default 75, "
+        "beyond the server's default client idle timeout)",
+        "SECONDS");
+  f.add("--max-rss-growth", &so.max_rss_growth,
+        "soak: RSS growth allowed, a fraction (default 0.05)", "F");
+  f.add("--max-fd-growth", &so.max_fd_growth,
+        "soak: open fds allowed beyond the count before (default 0; a server keeps up to its "
+        "upstream pool's idle connections)",
+        "N");
   const Status parsed = f.parse(args);
   if (!parsed.ok()) {
     std::fprintf(stderr, "infera bench: %s\n", parsed.message().c_str());
@@ -61,6 +212,16 @@ int run_bench_command(std::span<const std::string> args) {
   if (o.ramp_s < 0 || (o.ramp_s > 0 && o.concurrency == 0)) {
     std::fprintf(stderr, "infera bench: --ramp-s needs --concurrency and must be >= 0\n");
     return 2;
+  }
+  if (so.capacity_fraction > 0) {
+    if (workload_name.empty() || so.duration_s <= 0) {
+      std::fprintf(stderr, "infera bench: the soak needs --workload and --duration-s > 0\n");
+      return 2;
+    }
+    o.url = url;
+    o.request_timeout = std::chrono::seconds(timeout_s);
+    w.seed = seed;
+    return run_soak(workload_name, w, o, so);
   }
   if (rate >= 0 && o.concurrency > 0) {
     std::fprintf(stderr, "infera bench: --rate and --concurrency exclude each other\n");

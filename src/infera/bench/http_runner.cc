@@ -111,6 +111,29 @@ net::awaitable<FleetCounters> read_fleet(http::Client& client, http::Endpoint ep
   co_return out;
 }
 
+// An OpenAI usage object's token counts (0 where absent).
+struct Usage {
+  uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0;
+  uint32_t completion_tokens = 0;
+};
+
+Usage read_usage(const json::object& usage) {
+  Usage u;
+  if (const auto* p = usage.if_contains("prompt_tokens"); p && p->is_number()) {
+    u.prompt_tokens = p->to_number<uint32_t>();
+  }
+  if (const auto* n = usage.if_contains("completion_tokens"); n && n->is_number()) {
+    u.completion_tokens = n->to_number<uint32_t>();
+  }
+  if (const auto* d = usage.if_contains("prompt_tokens_details"); d && d->is_object()) {
+    if (const auto* c = d->get_object().if_contains("cached_tokens"); c && c->is_number()) {
+      u.cached_tokens = c->to_number<uint32_t>();
+    }
+  }
+  return u;
+}
+
 struct Shared {
   std::mutex mu;
   RunRecorder recorder{0};
@@ -248,17 +271,25 @@ class Runner {
     if (s_.first_error.empty()) s_.first_error = why;
   }
 
+  // Whether request `i` is streamed: a fixed hash of its index against stream_fraction, so a
+  // run's mix is the same every time.
+  bool streamed(size_t i) const {
+    const uint64_t h = (static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ull;
+    return static_cast<double>(h >> 11) * 0x1.0p-53 < o_.stream_fraction;
+  }
+
   net::awaitable<void> send(size_t i) {
     const RequestSpec& spec = w_.requests[i];
     json::array prompt;
     prompt.reserve(spec.prompt.size());
     for (uint32_t id : spec.prompt) prompt.push_back(id);
+    const bool stream = streamed(i);
     json::object body{{"model", model_},
                       {"prompt", std::move(prompt)},
                       {"max_tokens", spec.max_tokens},
                       {"ignore_eos", true},
-                      {"stream", true},
-                      {"stream_options", json::object{{"include_usage", true}}}};
+                      {"stream", stream}};
+    if (stream) body["stream_options"] = json::object{{"include_usage", true}};
     http::Request req;
     req.method = http::Method::kPost;
     req.target = "/v1/completions";
@@ -286,6 +317,10 @@ class Runner {
       co_return;
     }
     http::ClientStream& up = opened.value();
+    if (!stream) {
+      co_await receive_whole(i, up, sent);
+      co_return;
+    }
     http::SseParser parser;
     http::SseEvent ev;
     double first = -1, last = 0;
@@ -316,15 +351,9 @@ class Runner {
           break;
         }
         if (const json::value* u = o.if_contains("usage"); u && u->is_object()) {
-          const json::object& uo = u->get_object();
-          if (const auto* p = uo.if_contains("prompt_tokens"); p && p->is_number()) {
-            prompt_tokens = p->to_number<uint32_t>();
-          }
-          if (const auto* d = uo.if_contains("prompt_tokens_details"); d && d->is_object()) {
-            if (const auto* c = d->get_object().if_contains("cached_tokens"); c && c->is_number()) {
-              cached = c->to_number<uint32_t>();
-            }
-          }
+          const Usage usage = read_usage(u->get_object());
+          prompt_tokens = usage.prompt_tokens;
+          cached = usage.cached_tokens;
         }
         const json::value* choices = o.if_contains("choices");
         if (!choices || !choices->is_array() || choices->get_array().empty()) continue;
@@ -349,6 +378,42 @@ class Runner {
       for (double g : gaps) s_.recorder.inter_token_gap(g);
       s_.usage_prompt_tokens += prompt_tokens ? prompt_tokens : spec.prompt.size();
       s_.usage_cached_tokens += cached;
+    }
+    co_await release_dependents(i);
+    finish_one();
+  }
+
+  // A non-streamed answer: the whole JSON body, its choices and usage.
+  net::awaitable<void> receive_whole(size_t i, http::ClientStream& up, double sent) {
+    const RequestSpec& spec = w_.requests[i];
+    std::string text;
+    for (;;) {
+      auto piece = co_await up.read();
+      if (!piece.ok()) {
+        fail("body: " + piece.status().message());
+        break;
+      }
+      if (piece->empty()) break;
+      text.append(*piece);
+    }
+    if (up.done()) {
+      boost::system::error_code ec;
+      const json::value v = json::parse(text, ec);
+      const json::object* o = !ec ? v.if_object() : nullptr;
+      const json::value* choices = o ? o->if_contains("choices") : nullptr;
+      const json::value* usage = o ? o->if_contains("usage") : nullptr;
+      if (!choices || !choices->is_array() || choices->get_array().empty() || !usage ||
+          !usage->is_object()) {
+        fail("answer without choices or usage: " + text.substr(0, 200));
+      } else {
+        const Usage u = read_usage(usage->get_object());
+        const double now = since(t0_);
+        std::lock_guard lock(s_.mu);
+        s_.recorder.request(sent, now, now, static_cast<uint32_t>(spec.prompt.size()),
+                            u.cached_tokens, u.completion_tokens, 0);
+        s_.usage_prompt_tokens += u.prompt_tokens ? u.prompt_tokens : spec.prompt.size();
+        s_.usage_cached_tokens += u.cached_tokens;
+      }
     }
     co_await release_dependents(i);
     finish_one();

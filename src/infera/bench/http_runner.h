@@ -1,10 +1,10 @@
-// Drives a running server (or one engine) over real HTTP with a workload: streaming
-// /v1/completions requests with token-id prompts, `max_tokens` = the workload's output length
-// and `ignore_eos`, open-loop at the workload's arrival times or closed-loop at a fixed
-// concurrency, turns of a conversation sent after the previous turn finished. It measures TTFT
-// (first content event), inter-token gaps, end-to-end latency, errors, and reads the fleet's
-// prefix-cache counters (vllm:prefix_cache_hits_total / _queries_total) and per-worker request
-// counts before and after the run. Blocking; call from the main thread.
+// Drives a running server (or one engine) over real HTTP with a workload: /v1/completions
+// requests (streamed, or a chosen share of them not) with token-id prompts, `max_tokens` = the
+// workload's output length and `ignore_eos`, open-loop at the workload's arrival times or
+// closed-loop at a fixed concurrency, turns of a conversation sent after the previous turn
+// finished. It measures TTFT (first content event), inter-token gaps, end-to-end latency, errors,
+// and reads the fleet's prefix-cache counters (vllm:prefix_cache_hits_total / _queries_total) and
+// per-worker request counts before and after the run. Blocking; call from the main thread.
 #pragma once
 
 #include <chrono>
@@ -26,6 +26,9 @@ struct HttpRunOptions {
   std::chrono::seconds request_timeout{600};
   bool progress = true;           // a progress bar on stderr when it is a terminal
   int threads = 2;
+  // The share of requests sent with "stream": true (a seeded choice per request); the others
+  // get one JSON answer, for which TTFT is the whole answer's latency.
+  double stream_fraction = 1.0;
 };
 
 struct HttpRunResult {

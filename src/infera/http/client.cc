@@ -363,7 +363,7 @@ void ClientStream::close() {
   state_->drop();
 }
 
-net::awaitable<Result<std::string_view>> ClientStream::read(std::chrono::milliseconds max_wait) {
+net::awaitable<Result<std::string_view>> ClientStream::read() {
   State& s = *state_;
   if (s.done) co_return std::string_view();
   if (!s.conn) co_return cancelled("upstream " + s.endpoint.key() + ": stream closed");
@@ -375,7 +375,7 @@ net::awaitable<Result<std::string_view>> ClientStream::read(std::chrono::millise
     auto& body = s.parser->get().body();
     body.data = s.buffer.data();
     body.size = s.buffer.size();
-    s.conn->stream.expires_after(std::min(s.pool->options.read_timeout, max_wait));
+    s.conn->stream.expires_after(s.pool->options.read_timeout);
     auto [ec, n] =
         co_await bhttp::async_read_some(s.conn->stream, s.conn->buffer, *s.parser, use_nothrow);
     if (ec == bhttp::error::need_buffer) ec = {};  // the piece filled our buffer: not an error

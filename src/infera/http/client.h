@@ -130,10 +130,8 @@ class ClientStream {
 
   // The next piece of the body as it arrives (chunked framing removed), or an empty view once
   // the body is complete. The view is valid until the next call. Each call waits at most
-  // read_timeout, or `max_wait` when shorter (what is left of the caller's own deadline).
-  // Failures here come after the first byte.
-  net::awaitable<Result<std::string_view>> read(
-      std::chrono::milliseconds max_wait = std::chrono::milliseconds::max());
+  // read_timeout. Failures here come after the first byte.
+  net::awaitable<Result<std::string_view>> read();
   // The body has been read completely.
   bool done() const;
   // Cancels the exchange: closes the connection, so the upstream sees the request go away.

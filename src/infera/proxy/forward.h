@@ -24,9 +24,10 @@
 namespace infera::proxy {
 
 // The client's own deadlines bound each wait (connect, first byte, silence inside a stream:
-// http::ClientOptions); `deadline` bounds the whole exchange.
+// http::ClientOptions); `deadline` bounds the whole exchange: a wait still pending when it
+// comes is cancelled (kRetryable before the first byte, kBrokenStream after it).
 struct ForwardOptions {
-  Nanos deadline = Nanos::max();  // on `clock`; checked between pieces of the body
+  Nanos deadline = Nanos::max();  // on `clock`
 };
 
 enum class ForwardResult { kCompleted, kRetryable, kBrokenStream, kClientGone };
