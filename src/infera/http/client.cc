@@ -53,6 +53,15 @@ struct Conn {
 using client_internal::Conn;
 using client_internal::SteadyTime;
 
+namespace {
+
+// Arms a stream's timer for one wait: `limit` from now, but never past `deadline`.
+void arm(beast::tcp_stream& stream, std::chrono::milliseconds limit, SteadyTime deadline) {
+  stream.expires_at(std::min(std::chrono::steady_clock::now() + limit, deadline));
+}
+
+}  // namespace
+
 struct Client::Pool {
   explicit Pool(ClientOptions client_options) : options(std::move(client_options)) {}
 
@@ -154,7 +163,8 @@ bool stale_connection_error(beast::error_code ec) {
 }
 
 net::awaitable<ClientResult<std::unique_ptr<Conn>>> connect(Client::Pool& pool,
-                                                            const Endpoint& to) {
+                                                            const Endpoint& to,
+                                                            SteadyTime deadline) {
   const auto executor = co_await net::this_coro::executor;
   std::vector<tcp::endpoint> endpoints;
   beast::error_code ec;
@@ -176,7 +186,7 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> connect(Client::Pool& pool,
     for (const auto& r : results) endpoints.push_back(r.endpoint());
   }
   auto conn = std::make_unique<Conn>(executor, to.key());
-  conn->stream.expires_after(pool.options.connect_timeout);
+  arm(conn->stream, pool.options.connect_timeout, deadline);
   auto [cec, connected] = co_await conn->stream.async_connect(endpoints, use_nothrow);
   if (cec) co_return ClientError{exchange_status(cec, "connect", to), true};
   beast::error_code ignored;
@@ -208,7 +218,7 @@ Result<bhttp::request<bhttp::string_body>> build_request(const Endpoint& to, Req
 template <typename Parser, typename MakeParser>
 net::awaitable<ClientResult<std::unique_ptr<Conn>>> send_and_read_header(
     Client::Pool& pool, const Endpoint& to, bhttp::request<bhttp::string_body>& req,
-    std::unique_ptr<Parser>& parser, MakeParser make_parser) {
+    std::unique_ptr<Parser>& parser, MakeParser make_parser, SteadyTime deadline) {
   const std::string key = to.key();
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<Conn> conn = attempt == 0 ? pool.take(key) : nullptr;
@@ -216,11 +226,17 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> send_and_read_header(
     if (reused) {
       pool.reuses.fetch_add(1, std::memory_order_relaxed);
     } else {
-      auto opened = co_await connect(pool, to);
+      auto opened = co_await connect(pool, to, deadline);
       if (!opened.ok()) co_return opened.error();
       conn = std::move(opened.value());
     }
-    conn->stream.expires_after(pool.options.write_timeout);
+    // A cancellation that arrived while no wait was pending (between two of them) is only
+    // recorded in the coroutine's state: look before each wait, or it would be missed.
+    if (co_await caller_cancelled()) {
+      conn->close();
+      co_return ClientError{cancelled("upstream " + key + ": cancelled"), true};
+    }
+    arm(conn->stream, pool.options.write_timeout, deadline);
     auto [wec, written] = co_await bhttp::async_write(conn->stream, req, use_nothrow);
     if (wec) {
       conn->close();
@@ -231,7 +247,11 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> send_and_read_header(
       co_return ClientError{exchange_status(wec, "sending the request", to), true};
     }
     parser = make_parser();
-    conn->stream.expires_after(pool.options.response_timeout);
+    if (co_await caller_cancelled()) {
+      conn->close();
+      co_return ClientError{cancelled("upstream " + key + ": cancelled"), true};
+    }
+    arm(conn->stream, pool.options.response_timeout, deadline);
     auto [rec, read] =
         co_await bhttp::async_read_header(conn->stream, conn->buffer, *parser, use_nothrow);
     if (rec) {
@@ -363,7 +383,7 @@ void ClientStream::close() {
   state_->drop();
 }
 
-net::awaitable<Result<std::string_view>> ClientStream::read() {
+net::awaitable<Result<std::string_view>> ClientStream::read(SteadyTime deadline) {
   State& s = *state_;
   if (s.done) co_return std::string_view();
   if (!s.conn) co_return cancelled("upstream " + s.endpoint.key() + ": stream closed");
@@ -375,7 +395,7 @@ net::awaitable<Result<std::string_view>> ClientStream::read() {
     auto& body = s.parser->get().body();
     body.data = s.buffer.data();
     body.size = s.buffer.size();
-    s.conn->stream.expires_after(s.pool->options.read_timeout);
+    arm(s.conn->stream, s.pool->options.read_timeout, deadline);
     auto [ec, n] =
         co_await bhttp::async_read_some(s.conn->stream, s.conn->buffer, *s.parser, use_nothrow);
     if (ec == bhttp::error::need_buffer) ec = {};  // the piece filled our buffer: not an error
@@ -425,7 +445,7 @@ net::awaitable<ClientResult<Response>> Client::request(const Endpoint& to, Reque
     p->body_limit(static_cast<std::uint64_t>(pool.options.max_body_bytes));
     p->skip(head);
     return p;
-  });
+  }, SteadyTime::max());
   if (!sent.ok()) co_return sent.error();
   std::unique_ptr<Conn> conn = std::move(sent.value());
   while (!parser->is_done()) {
@@ -451,7 +471,8 @@ net::awaitable<ClientResult<Response>> Client::request(const Endpoint& to, Reque
   co_return response;
 }
 
-net::awaitable<ClientResult<ClientStream>> Client::stream(const Endpoint& to, Request request) {
+net::awaitable<ClientResult<ClientStream>> Client::stream(const Endpoint& to, Request request,
+                                                          SteadyTime deadline) {
   Pool& pool = *pool_;
   if (co_await caller_cancelled()) co_return ClientError{cancelled("request cancelled"), true};
   const bool head = request.method == Method::kHead;
@@ -465,7 +486,7 @@ net::awaitable<ClientResult<ClientStream>> Client::stream(const Endpoint& to, Re
     p->body_limit(boost::none);  // a stream is bounded in time (read_timeout), not in size
     p->skip(head);
     return p;
-  });
+  }, deadline);
   if (!sent.ok()) co_return sent.error();
   state->pool = pool_;
   state->conn = std::move(sent.value());

@@ -130,8 +130,10 @@ class ClientStream {
 
   // The next piece of the body as it arrives (chunked framing removed), or an empty view once
   // the body is complete. The view is valid until the next call. Each call waits at most
-  // read_timeout. Failures here come after the first byte.
-  net::awaitable<Result<std::string_view>> read();
+  // read_timeout, and never past `deadline` (the caller's own, e.g. the whole request's).
+  // Failures here come after the first byte.
+  net::awaitable<Result<std::string_view>> read(
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
   // The body has been read completely.
   bool done() const;
   // Cancels the exchange: closes the connection, so the upstream sees the request go away.
@@ -159,8 +161,11 @@ class Client {
   // Sends `request` and reads the whole response (at most max_body_bytes of body). A Host
   // header is added when missing. Runs on the calling coroutine's executor.
   net::awaitable<ClientResult<Response>> request(const Endpoint& to, Request request);
-  // Sends `request` and reads the response header; the body is read from the stream.
-  net::awaitable<ClientResult<ClientStream>> stream(const Endpoint& to, Request request);
+  // Sends `request` and reads the response header; the body is read from the stream. Each wait
+  // (connect, send, header) is bounded by its option and never runs past `deadline`.
+  net::awaitable<ClientResult<ClientStream>> stream(
+      const Endpoint& to, Request request,
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
   ClientStats stats() const;
   const ClientOptions& options() const;

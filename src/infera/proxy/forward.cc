@@ -1,10 +1,6 @@
 #include "infera/proxy/forward.h"
 
-#include <algorithm>
-#include <optional>
-
 #include "infera/http/error.h"
-#include "infera/http/net.h"
 #include "infera/http/sse.h"
 
 namespace infera::proxy {
@@ -14,46 +10,22 @@ bool is_event_stream(std::string_view content_type) {
   return content_type.rfind(http::kSseContentType, 0) == 0;
 }
 
-enum class Race { kDone, kExpired, kCancelled };
-
-// Awaits `op` for at most `left`. kDone: `*out` holds its result. kExpired: the time ran out
-// first; `op` was cancelled, which closes its upstream connection. kCancelled: this coroutine
-// was cancelled while waiting (the client went away). The client's own timeouts bound each
-// wait to `own_limit`; this keeps the whole request within its deadline. A wait that cannot
-// outlast the deadline (own_limit <= left, the usual case) is awaited without a timer, so the
-// relay of a stream far from its deadline allocates nothing per piece.
-template <typename T>
-net::awaitable<Race> within(net::awaitable<T> op, Nanos left, Nanos own_limit,
-                            std::optional<T>* out) {
-  if (own_limit <= left) {
-    out->emplace(co_await std::move(op));
-    co_return Race::kDone;
-  }
-  net::steady_timer timer(co_await net::this_coro::executor);
-  timer.expires_after(std::max(left, Nanos(0)));
-  auto raced = co_await (std::move(op) || timer.async_wait(use_nothrow));
-  if (raced.index() == 0) {
-    out->emplace(std::move(std::get<0>(raced)));
-    co_return Race::kDone;
-  }
-  const auto [ec] = std::get<1>(raced);
-  co_return ec ? Race::kCancelled : Race::kExpired;
+// The request's deadline (on `clock`, possibly a test clock) as a point on the steady clock
+// that socket timers use.
+std::chrono::steady_clock::time_point steady_deadline(Nanos deadline, const Clock& clock) {
+  const Nanos now = clock.now();
+  if (deadline == Nanos::max()) return std::chrono::steady_clock::time_point::max();
+  const auto left = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      deadline > now ? deadline - now : Nanos(0));
+  return std::chrono::steady_clock::now() + left;
 }
 
-// The time left until `deadline` on `clock`.
-Nanos time_left(Nanos deadline, const Clock& clock) {
-  return deadline == Nanos::max() ? Nanos::max() : deadline - clock.now();
-}
-
-// The next piece of the body (a read waits at most `read_timeout`); kDeadlineExceeded when
-// the deadline comes first, kCancelled when the caller is cancelled.
-net::awaitable<Result<std::string_view>> read_within(http::ClientStream& up, Nanos deadline,
-                                                     const Clock& clock, Nanos read_timeout) {
-  std::optional<Result<std::string_view>> piece;
-  const Race race = co_await within(up.read(), time_left(deadline, clock), read_timeout, &piece);
-  if (race == Race::kExpired) co_return deadline_exceeded("request deadline exceeded");
-  if (race == Race::kCancelled) co_return cancelled("the request was cancelled");
-  co_return std::move(*piece);
+// A wait that timed out at the request's deadline says so (not which socket wait it was).
+Status at_deadline(Status error, Nanos deadline, const Clock& clock) {
+  if (error.code() == StatusCode::kDeadlineExceeded && clock.now() >= deadline) {
+    return deadline_exceeded("request deadline exceeded");
+  }
+  return error;
 }
 
 }  // namespace
@@ -72,24 +44,11 @@ net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
                                        http::Request request, http::ResponseWriter& out,
                                        ForwardOptions options, const Clock& clock) {
   ForwardOutcome o;
-  const http::ClientOptions& limits = client.options();
-  // The longest a stream() call may wait: connect, send the request, then the response header.
-  const Nanos open_limit = limits.connect_timeout + limits.write_timeout + limits.response_timeout;
-  const Nanos read_limit = limits.read_timeout;
-  std::optional<http::ClientResult<http::ClientStream>> answer;
-  const Race race = co_await within(client.stream(to, std::move(request)),
-                                    time_left(options.deadline, clock), open_limit, &answer);
-  if (race != Race::kDone) {
-    // Nothing went downstream. Past the deadline the caller stops retrying.
-    o.error = race == Race::kExpired
-                  ? deadline_exceeded("the request deadline passed before the worker answered")
-                  : cancelled("the request was cancelled");
-    o.result = race == Race::kExpired ? ForwardResult::kRetryable : ForwardResult::kClientGone;
-    co_return o;
-  }
-  http::ClientResult<http::ClientStream>& opened = *answer;
+  // Every wait (connect, send, header, each piece of the body) ends by the request's deadline.
+  const auto deadline = steady_deadline(options.deadline, clock);
+  auto opened = co_await client.stream(to, std::move(request), deadline);
   if (!opened.ok()) {
-    o.error = opened.error().status;
+    o.error = at_deadline(opened.error().status, options.deadline, clock);
     o.result = out.client_gone() || o.error.code() == StatusCode::kCancelled
                    ? ForwardResult::kClientGone
                    : ForwardResult::kRetryable;
@@ -106,10 +65,10 @@ net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
   }
 
   // Hold the header back until the first piece of body.
-  Result<std::string_view> piece = co_await read_within(up, options.deadline, clock, read_limit);
+  Result<std::string_view> piece = co_await up.read(deadline);
   if (!piece.ok()) {
     up.close();
-    o.error = piece.status();
+    o.error = at_deadline(piece.status(), options.deadline, clock);
     o.result = out.client_gone() || o.error.code() == StatusCode::kCancelled
                    ? ForwardResult::kClientGone
                    : ForwardResult::kRetryable;
@@ -144,7 +103,10 @@ net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
       o.result = ForwardResult::kClientGone;
       co_return o;
     }
-    piece = co_await read_within(up, options.deadline, clock, read_limit);
+    // The read waits no longer than the request's deadline (a silent worker would otherwise hold
+    // the stream for the whole idle timeout).
+    piece = co_await up.read(deadline);
+    if (!piece.ok()) piece = at_deadline(piece.status(), options.deadline, clock);
     if (piece.ok()) continue;
     if (out.client_gone() || piece.status().code() == StatusCode::kCancelled) {
       up.close();
