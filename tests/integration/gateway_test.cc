@@ -229,6 +229,21 @@ class GatewayTest : public ::testing::Test {
     return p.get_future().get();
   }
 
+  // Posts a completion as a client that gives up after 300 ms without an answer; its status.
+  Status post_and_give_up(std::string body) {
+    http::Client short_client(http::ClientOptions{.response_timeout = std::chrono::milliseconds(300)});
+    std::promise<Status> p;
+    http::Request r;
+    r.method = http::Method::kPost;
+    r.target = "/v1/completions";
+    r.body = std::move(body);
+    net::co_spawn(loop_.context(), [&]() -> net::awaitable<void> {
+      auto resp = co_await short_client.request(endpoint_, std::move(r));
+      p.set_value(resp.status());
+    }, net::detached);
+    return p.get_future().get();
+  }
+
   static std::string completion_body(const std::vector<uint32_t>& ids, bool stream = true) {
     boost::json::array prompt;
     for (uint32_t id : ids) prompt.push_back(id);
@@ -527,19 +542,7 @@ TEST_F(GatewayTest, AClientThatLeavesCancelsTheUpstreamRequest) {
   FakeEngine engine(loop_);
   engine.mode = Mode::kHang;
   start_gateway({engine.url()});
-  {
-    http::Client short_client(http::ClientOptions{.response_timeout = std::chrono::milliseconds(300)});
-    std::promise<Status> p;
-    http::Request r;
-    r.method = http::Method::kPost;
-    r.target = "/v1/completions";
-    r.body = completion_body(prompt_ids(10, 1));
-    net::co_spawn(loop_.context(), [&]() -> net::awaitable<void> {
-      auto resp = co_await short_client.request(endpoint_, std::move(r));
-      p.set_value(resp.status());
-    }, net::detached);
-    EXPECT_FALSE(p.get_future().get().ok());  // the client gave up waiting
-  }
+  EXPECT_FALSE(post_and_give_up(completion_body(prompt_ids(10, 1))).ok());  // the client gave up
   // The client gave up; the gateway must close its upstream request, and release its load.
   EXPECT_TRUE(eventually([&] { return engine.cancelled.load() == 1; }, std::chrono::seconds(10)));
   EXPECT_TRUE(eventually([&] {
@@ -730,17 +733,7 @@ TEST_F(GatewayTest, DisaggregatedClientThatLeavesReleasesBothWorkers) {
   FakeEngine prefill(loop_), decode(loop_);
   start_gateway({prefill.url() + ",role=prefill", decode.url() + ",role=decode"});
   auto give_up = [&] {
-    http::Client short_client(http::ClientOptions{.response_timeout = std::chrono::milliseconds(300)});
-    std::promise<Status> p;
-    http::Request r;
-    r.method = http::Method::kPost;
-    r.target = "/v1/completions";
-    r.body = completion_body(prompt_ids(45, 2));
-    net::co_spawn(loop_.context(), [&]() -> net::awaitable<void> {
-      auto resp = co_await short_client.request(endpoint_, std::move(r));
-      p.set_value(resp.status());
-    }, net::detached);
-    EXPECT_FALSE(p.get_future().get().ok());  // the client gave up waiting
+    EXPECT_FALSE(post_and_give_up(completion_body(prompt_ids(45, 2))).ok());  // the client gave up
   };
   auto idle = [&] {
     auto w = call(http::Method::kGet, "/v1/admin/workers");

@@ -28,6 +28,7 @@
 #include "infera/http/event_loop.h"
 #include "infera/http/net.h"
 #include "tests/support/etcd_process.h"
+#include "tests/support/etcd_reader.h"
 #include "tests/support/fake_engines.h"
 
 namespace infera::engine {
@@ -259,30 +260,7 @@ TEST(LauncherTest, BinaryDryRunPrintsTheCommandAndStartsNothing) {
   std::filesystem::remove_all(dir);
 }
 
-class EtcdReader {
- public:
-  explicit EtcdReader(const std::string& endpoint)
-      : loop_(1), etcd_(client_, *http::parse_endpoint(endpoint)) {}
-
-  // Every record under the workers prefix, or nullopt when etcd did not answer.
-  std::optional<std::vector<discovery::EtcdKeyValue>> records() {
-    auto future = net::co_spawn(loop_.context(), read(&etcd_), net::use_future);
-    if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return std::nullopt;
-    return future.get();
-  }
-
- private:
-  using Records = std::optional<std::vector<discovery::EtcdKeyValue>>;
-  static net::awaitable<Records> read(discovery::EtcdClient* etcd) {
-    auto range = co_await etcd->range_prefix("infera/workers/");
-    if (!range.ok()) co_return std::nullopt;
-    co_return range->kvs;
-  }
-
-  http::EventLoop loop_;
-  http::Client client_;
-  discovery::EtcdClient etcd_;
-};
+using infera::testing::EtcdReader;
 
 struct Launched {
   std::filesystem::path dir;

@@ -25,6 +25,7 @@
 #include <boost/asio/use_future.hpp>
 #include "infera/http/test_support.h"
 #include "tests/support/etcd_process.h"
+#include "tests/support/etcd_reader.h"
 
 namespace infera::engine {
 namespace {
@@ -281,30 +282,7 @@ TEST(MockEngineE2eTest, UsageErrors) {
 // ---------------------------------------------------------------------------------------------
 // etcd
 
-class EtcdReader {
- public:
-  explicit EtcdReader(const std::string& endpoint)
-      : loop_(1), etcd_(client_, *http::parse_endpoint(endpoint)) {}
-
-  // Every record under the workers prefix, or nullopt when etcd did not answer.
-  std::optional<std::vector<discovery::EtcdKeyValue>> records() {
-    auto future = net::co_spawn(loop_.context(), read(&etcd_), net::use_future);
-    if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return std::nullopt;
-    return future.get();
-  }
-
- private:
-  using Records = std::optional<std::vector<discovery::EtcdKeyValue>>;
-  static net::awaitable<Records> read(discovery::EtcdClient* etcd) {
-    auto range = co_await etcd->range_prefix("infera/workers/");
-    if (!range.ok()) co_return std::nullopt;
-    co_return range->kvs;
-  }
-
-  http::EventLoop loop_;
-  http::Client client_;
-  discovery::EtcdClient etcd_;
-};
+using infera::testing::EtcdReader;
 
 TEST(MockEngineE2eTest, EtcdRecordLivesWithTheEngine) {
   auto etcd = testing::EtcdProcess::start();
