@@ -24,8 +24,9 @@
 namespace infera::proxy {
 
 // The client's own deadlines bound each wait (connect, first byte, silence inside a stream:
-// http::ClientOptions); `deadline` bounds the whole exchange: a wait still pending when it
-// comes is cancelled (kRetryable before the first byte, kBrokenStream after it).
+// http::ClientOptions); `deadline` bounds the whole exchange: every socket wait is armed for
+// the smaller of its own timeout and the time left, so a wait still pending at the deadline
+// ends then (kRetryable before the first byte, kBrokenStream after it).
 struct ForwardOptions {
   Nanos deadline = Nanos::max();  // on `clock`
 };
