@@ -12,6 +12,7 @@
 #include <boost/json/serialize.hpp>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
 
@@ -34,6 +35,9 @@ std::string_view engine_kind_name(EngineKind kind) {
 }
 
 namespace {
+
+constexpr const char* kDefaultKvTransferConfig =
+    R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})";
 
 // Ports the kernel reports free right now, all distinct (held open together, then closed).
 Result<std::vector<uint16_t>> free_ports(size_t n) {
@@ -159,7 +163,15 @@ Result<LauncherOptions> parse_launcher_flags(EngineKind kind, std::span<const st
   f.add("--kv-events-topic", &topic, "topic of the KV events (default kv-events)", "TOPIC");
   std::string disaggregation_mode;
   if (vllm) {
-    f.add("--role", &role, "prefill, decode or both (default both), registered", "ROLE");
+    f.add("--role", &role,
+          "prefill, decode or both (default both), registered; prefill and decode get a "
+          "--kv-transfer-config",
+          "ROLE");
+    f.add("--kv-transfer-config", &o.kv_transfer_config,
+          "vLLM's KV connector JSON, passed on (default for --role prefill|decode: "
+          "{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}, with "
+          "VLLM_NIXL_SIDE_CHANNEL_PORT on a free port unless already set)",
+          "JSON");
   } else {
     f.add("--role", &role,
           "prefill, decode or both (default both), registered and passed on as "
@@ -228,6 +240,18 @@ Result<LauncherOptions> parse_launcher_flags(EngineKind kind, std::span<const st
     role = disaggregation_mode == "null" ? "both" : disaggregation_mode;
   }
   INFERA_ASSIGN_OR_RETURN(o.role, discovery::parse_role(role));
+  bool free_nixl_port = false;
+  if (vllm) {
+    if (o.kv_transfer_config.empty() && o.role != discovery::Role::kBoth) {
+      o.kv_transfer_config = kDefaultKvTransferConfig;
+    }
+    if (!o.kv_transfer_config.empty()) {
+      INFERA_ASSIGN_OR_RETURN(const std::string connector,
+                              parse_kv_transfer_connector(o.kv_transfer_config));
+      free_nixl_port = connector == "NixlConnector" &&
+                       std::getenv("VLLM_NIXL_SIDE_CHANNEL_PORT") == nullptr;
+    }
+  }
   if (o.bootstrap_port > 65535) {
     return invalid_argument("--disaggregation-bootstrap-port must be 0..65535");
   }
@@ -265,7 +289,8 @@ Result<LauncherOptions> parse_launcher_flags(EngineKind kind, std::span<const st
 
   // Concrete ports everywhere, so the command line and the record agree.
   const bool free_bootstrap = !vllm && o.role == discovery::Role::kPrefill && o.bootstrap_port == 0;
-  size_t wanted = (o.port == 0 ? size_t{1} : size_t{0}) + (free_bootstrap ? 1 : 0);
+  size_t wanted = (o.port == 0 ? size_t{1} : size_t{0}) + (free_bootstrap ? 1 : 0) +
+                  (free_nixl_port ? 1 : 0);
   if (o.kv_events && has_open_port(o.kv_events->endpoint)) ++wanted;
   if (o.kv_events && has_open_port(o.kv_events->replay_endpoint)) ++wanted;
   if (wanted > 0) {
@@ -273,6 +298,7 @@ Result<LauncherOptions> parse_launcher_flags(EngineKind kind, std::span<const st
     size_t next = 0;
     if (o.port == 0) o.port = ports[next++];
     if (free_bootstrap) o.bootstrap_port = ports[next++];
+    if (free_nixl_port) o.nixl_side_channel_port = ports[next++];
     if (o.kv_events && has_open_port(o.kv_events->endpoint)) {
       o.kv_events->endpoint = with_port(o.kv_events->endpoint, ports[next++]);
     }
@@ -342,8 +368,15 @@ LaunchPlan plan_launch(const LauncherOptions& o) {
       a.push_back(std::to_string(o.bootstrap_port));
     }
   }
+  if (o.kind == EngineKind::kVllm && !o.kv_transfer_config.empty()) {
+    a.push_back("--kv-transfer-config");
+    a.push_back(o.kv_transfer_config);
+  }
   a.insert(a.end(), o.passthrough.begin(), o.passthrough.end());
   plan.env = {{"PYTHONHASHSEED", "0"}};
+  if (o.nixl_side_channel_port != 0) {
+    plan.env.emplace_back("VLLM_NIXL_SIDE_CHANNEL_PORT", std::to_string(o.nixl_side_channel_port));
+  }
 
   WorkerRecordParams r;
   r.advertise_host = o.advertise_host;

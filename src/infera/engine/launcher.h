@@ -40,6 +40,13 @@ struct LauncherOptions {
   // SGLang: a prefill worker's bootstrap server (--disaggregation-bootstrap-port), registered
   // for the gateway's bootstrap_port.
   uint32_t bootstrap_port = 8998;
+  // vLLM: the KV connector's JSON (--kv-transfer-config), passed on; for --role prefill|decode
+  // it defaults to NixlConnector with kv_role kv_both (the connector vLLM's PD examples use).
+  std::string kv_transfer_config;
+  // vLLM with NixlConnector: the NIXL handshake port (VLLM_NIXL_SIDE_CHANNEL_PORT) the launcher
+  // picked free, because two engines on one host must not share vLLM's default 5600; 0: not
+  // set by the launcher (the variable was already in its environment, or no NIXL).
+  uint32_t nixl_side_channel_port = 0;
   std::string discovery_backend = "static";  // etcd when --etcd-endpoint is given
   std::string etcd_endpoint;
   std::string etcd_prefix = "infera/workers/";

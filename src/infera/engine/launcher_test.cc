@@ -64,6 +64,8 @@ TEST(LauncherTest, VllmDryRunIsTheExactCommand) {
                                            "127.0.0.1:2379",
                                            "--role",
                                            "prefill",
+                                           "--kv-transfer-config",
+                                           R"({"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"})",
                                            "--dry-run",
                                            "--max-num-seqs",
                                            "8",
@@ -77,12 +79,14 @@ TEST(LauncherTest, VllmDryRunIsTheExactCommand) {
             (std::vector<std::string>{
                 "vllm", "serve", "Qwen/Qwen3-0.6B", "--host", "0.0.0.0", "--port", "8000",
                 "--block-size", "16", "--enable-prefix-caching", "--kv-events-config", json,
+                "--kv-transfer-config", R"({"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"})",
                 "--max-num-seqs", "8", "--gpu-memory-utilization=0.9", "--trust-remote-code"}));
   EXPECT_EQ(format_dry_run(*plan),
             "vllm serve Qwen/Qwen3-0.6B --host 0.0.0.0 --port 8000 --block-size 16 "
             "--enable-prefix-caching --kv-events-config '" +
                 json +
-                "' --max-num-seqs 8 --gpu-memory-utilization=0.9 --trust-remote-code\n"
+                R"(' --kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}')"
+                " --max-num-seqs 8 --gpu-memory-utilization=0.9 --trust-remote-code\n"
                 "PYTHONHASHSEED=0\n");
   const discovery::WorkerInfo& w = plan->worker;
   EXPECT_EQ(w.url, "http://127.0.0.1:8000");
@@ -94,6 +98,46 @@ TEST(LauncherTest, VllmDryRunIsTheExactCommand) {
   EXPECT_EQ(w.block_size, 16u);
   EXPECT_EQ(w.model, "Qwen/Qwen3-0.6B");
   EXPECT_EQ(w.engine, "vllm");
+}
+
+// vLLM's PD examples run both sides with NixlConnector as kv_both; each engine on a host needs
+// its own NIXL handshake port (vLLM's default 5600 would collide).
+TEST(LauncherTest, VllmPrefillAndDecodeRolesGetNixlAndTheirOwnHandshakePort) {
+  constexpr std::string_view kNixl = R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})";
+  ASSERT_EQ(std::getenv("VLLM_NIXL_SIDE_CHANNEL_PORT"), nullptr);
+  uint32_t ports[2] = {0, 0};
+  int i = 0;
+  for (const char* role : {"prefill", "decode"}) {
+    auto plan = plan_for(EngineKind::kVllm, {"--model", "m", "--role", role});
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    auto flag = std::find(plan->argv.begin(), plan->argv.end(), "--kv-transfer-config");
+    ASSERT_NE(flag, plan->argv.end()) << role;
+    ASSERT_NE(flag + 1, plan->argv.end());
+    EXPECT_EQ(*(flag + 1), kNixl);
+    for (const auto& [name, value] : plan->env) {
+      if (name == "VLLM_NIXL_SIDE_CHANNEL_PORT") ports[i] = static_cast<uint32_t>(std::stoul(value));
+    }
+    EXPECT_GT(ports[i], 0u) << role;
+    ++i;
+  }
+  // An aggregated worker has no connector unless asked.
+  auto both = plan_for(EngineKind::kVllm, {"--model", "m"});
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(std::count(both->argv.begin(), both->argv.end(), "--kv-transfer-config"), 0);
+  EXPECT_EQ(both->env.size(), 1u);
+
+  // A port the operator set is theirs.
+  ::setenv("VLLM_NIXL_SIDE_CHANNEL_PORT", "5600", 1);
+  auto own = plan_for(EngineKind::kVllm, {"--model", "m", "--role", "decode"});
+  ::unsetenv("VLLM_NIXL_SIDE_CHANNEL_PORT");
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->env.size(), 1u);
+
+  // The JSON is checked before anything starts.
+  for (const char* bad : {"not json", "[1]", R"({"kv_connector":3})"}) {
+    auto refused = plan_for(EngineKind::kVllm, {"--model", "m", "--kv-transfer-config", bad});
+    EXPECT_FALSE(refused.ok()) << bad;
+  }
 }
 
 TEST(LauncherTest, SglangDryRunIsTheExactCommand) {
@@ -351,9 +395,17 @@ TEST_F(LauncherE2eTest, VllmRegistersAndStopsCleanlyOnSigterm) {
                 "--enable-prefix-caching", "--kv-events-config",
                 R"({"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:)" + kv +
                     R"(","replay_endpoint":"tcp://*:)" + replay + R"(","topic":"kv-events"})",
+                "--kv-transfer-config", R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})",
                 "--max-num-seqs", "8", "--num-gpu-blocks-override", "512"}));
   const std::vector<std::string> env = read_lines(l.dir / "env");
   EXPECT_NE(std::find(env.begin(), env.end(), "PYTHONHASHSEED=0"), env.end());
+  // A decode worker's NIXL handshake port, picked free (not vLLM's shared default).
+  EXPECT_EQ(std::count_if(env.begin(), env.end(),
+                          [](const std::string& e) {
+                            return e.starts_with("VLLM_NIXL_SIDE_CHANNEL_PORT=") &&
+                                   e != "VLLM_NIXL_SIDE_CHANNEL_PORT=5600";
+                          }),
+            1);
   // The engine must see SIGTERM/SIGINT: the launcher's blocked signals are not inherited.
   EXPECT_EQ(read_file(l.dir / "signals"), "SigBlk:\t0000000000000000\n");  // read -r: tab kept
 

@@ -45,6 +45,18 @@ Result<uint32_t> positive_u32(std::string_view key, const json::value& v) {
 
 }  // namespace
 
+Result<std::string> parse_kv_transfer_connector(std::string_view text) {
+  boost::system::error_code ec;
+  const json::value v = json::parse(text, ec);
+  if (ec || !v.is_object()) return invalid_argument("--kv-transfer-config must be a JSON object");
+  const json::value* connector = v.get_object().if_contains("kv_connector");
+  if (connector == nullptr) return std::string();
+  if (!connector->is_string()) {
+    return invalid_argument("--kv-transfer-config: \"kv_connector\" must be a string");
+  }
+  return std::string(connector->get_string());
+}
+
 Result<KvEventsConfig> parse_kv_events_config(std::string_view text) {
   boost::system::error_code ec;
   json::value v = json::parse(text, ec);
@@ -157,6 +169,7 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
   std::string role = "both";
   std::string pd_protocol = "vllm";
   std::string disaggregation_mode;
+  std::string kv_transfer_config;
   std::string request_transport = "http";
   std::string kv_event_transport = "zmq";
 
@@ -216,6 +229,10 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
         "SGLang-style prefill: port of the bootstrap server decode engines pull from "
         "(default 8998; 0 picks a free port)",
         "PORT");
+  f.add("--kv-transfer-config", &kv_transfer_config,
+        "vLLM's KV connector JSON, checked and otherwise ignored: this engine answers "
+        "kv_transfer_params requests as vLLM's NixlConnector with kv_role kv_both does",
+        "JSON");
   f.add("--kv-block-bytes", &o.engine.kv_block_bytes,
         "bytes of one KV block moved from prefill to decode (default 2097152: 16 tokens of a "
         "Llama-3-8B-like model in fp16)",
@@ -257,6 +274,9 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
   }
   INFERA_ASSIGN_OR_RETURN(o.role, discovery::parse_role(role));
   INFERA_ASSIGN_OR_RETURN(o.pd_protocol, discovery::parse_pd_protocol(pd_protocol));
+  if (!kv_transfer_config.empty()) {
+    INFERA_RETURN_IF_ERROR(parse_kv_transfer_connector(kv_transfer_config).status());
+  }
   INFERA_RETURN_IF_ERROR(check_transport("--request-transport", request_transport, "http"));
   INFERA_RETURN_IF_ERROR(check_transport("--kv-event-transport", kv_event_transport, "zmq"));
 

@@ -37,6 +37,10 @@ KvEventsConfig default_enabled_kv_events_config();
 // (endpoint tcp://*:5557, no replay, topic ""); an unknown key or a wrong type is an error.
 Result<KvEventsConfig> parse_kv_events_config(std::string_view json);
 
+// The "kv_connector" of vLLM's --kv-transfer-config JSON ("" when absent); not an object, or a
+// connector that is not a string, is an error. Other keys are the engine's business.
+Result<std::string> parse_kv_transfer_connector(std::string_view json);
+
 struct MockOptions {
   // Model identity: --model (alias --model-path) and --served-model-name (default: the model).
   std::string model = "infera-mock";
