@@ -42,6 +42,7 @@ struct Connection {
   const uint64_t id;
   bool busy = false;         // strand only: a request is being read or served
   bool client_gone = false;  // strand only: EOF/reset seen while the handler ran, or a failed write
+  bool peer_closed = false;  // strand only: EOF/reset read as the handler ended; no keep-alive
 };
 
 }  // namespace server_internal
@@ -299,7 +300,7 @@ net::awaitable<void> Server::Impl::session(std::shared_ptr<Impl> self,
       }
       first = false;
       conn->busy = true;
-      if (!co_await serve_one(*conn)) break;
+      if (!co_await serve_one(*conn) || conn->peer_closed) break;
     }
   } catch (const std::exception& e) {
     // Allocation failure or a Beast precondition: close this connection, keep the server.
@@ -417,7 +418,15 @@ net::awaitable<void> Server::Impl::watch_client(Connection& conn) {
     if (ec) {
       const net::cancellation_state cs = co_await net::this_coro::cancellation_state;
       // Not cancelled by the finished handler: EOF, a reset, or a close by shutdown().
-      if (cs.cancelled() == net::cancellation_type::none) conn.client_gone = true;
+      if (cs.cancelled() == net::cancellation_type::none) {
+        conn.client_gone = true;
+      } else if (ec != net::error::operation_aborted) {
+        // The handler ended while this read, already done, waited for the strand: the peer's
+        // EOF or reset was consumed here. Asio's epoll reactor reports readiness once (edge
+        // triggered, and not retried after a short read), so a next read would wait for the
+        // idle timeout in CLOSE-WAIT: the connection ends after this answer instead.
+        conn.peer_closed = true;
+      }
       co_return;
     }
     conn.buffer.commit(n);  // a pipelined request: kept for the next round

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <future>
 #include <stdexcept>
+#include <thread>
 
 #include "infera/http/error.h"
 #include "infera/http/net.h"
@@ -346,6 +347,43 @@ TEST_F(ServerTest, ClientDisconnectCancelsTheHandler) {
   EXPECT_TRUE(aborted);
   EXPECT_TRUE(gone);
   EXPECT_TRUE(wait_until([&] { return server_->stats().client_disconnects == 1; }));
+}
+
+// The client's EOF read by the handler's client watch just as the handler ends (the read done
+// by the other loop thread, its completion queued behind the handler): the answer goes out and
+// the connection closes. Asio reports a socket's readiness once (edge-triggered epoll, no retry
+// after a short read), so a keep-alive wait for the next request would sit in CLOSE-WAIT until
+// the idle timeout; a load test left tens of such sockets per run before the fix.
+TEST_F(ServerTest, EofReadAsTheHandlerEndsClosesTheConnection) {
+  std::atomic<bool> half_closed{false};
+  std::promise<void>* entered = nullptr;
+  Routes routes;
+  routes.add(Method::kPost, "/x", [&](Request&, ResponseWriter&) -> net::awaitable<Response> {
+    // Let the client watch start its read, then hold the strand while the client's EOF comes
+    // in and the other thread's reactor reads it.
+    co_await net::post(co_await net::this_coro::executor, net::use_awaitable);
+    entered->set_value();
+    while (!half_closed.load()) std::this_thread::yield();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
+    while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    co_return Response::text(200, "ok");
+  });
+  ServerOptions options;
+  options.idle_timeout = Ms(60000);
+  start(std::move(routes), options);
+  for (int round = 0; round < 10; ++round) {
+    std::promise<void> in_handler;
+    entered = &in_handler;
+    half_closed = false;
+    RawConn c = connect();
+    ASSERT_TRUE(c.send_all(post("/x", "{}")));
+    ASSERT_EQ(in_handler.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+    c.shutdown_write();
+    half_closed = true;
+    (void)c.read_response();  // answered, or dropped as a departed client's: either is right
+    EXPECT_TRUE(c.wait_eof(Ms(5000))) << "round " << round << ": the server kept the connection";
+  }
+  EXPECT_TRUE(wait_until([&] { return server_->stats().connections_open == 0; }));
 }
 
 TEST_F(ServerTest, StreamWriteFailsOnceTheClientLeaves) {

@@ -77,6 +77,8 @@ class RawConn {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
+  // Sends a FIN (the server reads EOF) and keeps reading.
+  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
   // Closes with a TCP reset instead of a FIN.
   void reset() {
     linger l{1, 0};
