@@ -687,7 +687,7 @@ TEST(FaultE2eTest, ShortSoakThroughTheServerLosesNothing) {
        // 8 s is warm-up more than steady state: RSS is judged by the 10-minute run. An fd
        // leaked per request would show as thousands here; the server's upstream pool keeps up
        // to 64 idle connections per worker.
-       "--max-rss-growth", "1.0", "--max-fd-growth", "192"},
+       "--max-rss-growth", "1.0", "--max-fd-growth", "192", "--window-s", "2"},
       Ms(120'000), log.string());
   ASSERT_TRUE(rc.ok()) << rc.status().to_string();
   const std::string out = read_text(log);
@@ -697,6 +697,7 @@ TEST(FaultE2eTest, ShortSoakThroughTheServerLosesNothing) {
   ASSERT_NE(at, std::string::npos) << out;
   const json::value soak = parse_json(out.substr(at + 5, out.find('\n', at) - at - 5));
   EXPECT_EQ(int_at(soak, "errors"), 0) << out;
+  EXPECT_EQ(int_at(soak, "lost"), 0) << out;
   EXPECT_GT(int_at(soak, "requests"), 0) << out;
   std::printf("%s", out.substr(at).c_str());
   expect_no_leaked_load(server->port());

@@ -1,7 +1,9 @@
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "infera/bench/commands.h"
@@ -44,6 +46,49 @@ struct SoakOptions {
   double max_rss_growth = 0.05;  // a fraction of the RSS before the soak
   uint32_t max_fd_growth = 0;    // open fds beyond the count before the soak
   double settle_s = 75;          // how long the server may take to close the run's connections
+  double window_s = 60;          // TTFT percentiles, RSS and fds per window of the soak
+  double warmup_s = -1;          // RSS growth is judged from here (default: 10 % of the soak)
+  double max_shed = 0.01;        // share of requests the gateway may refuse with 429/503
+};
+
+// The watched process's RSS and fds every `every`, on a thread, until stop().
+class ProcessSampler {
+ public:
+  struct Sample {
+    double at_s;
+    ProcessUse use;
+  };
+  ProcessSampler(int64_t pid, double every_s) : pid_(pid) {
+    if (pid_ == 0) return;
+    thread_ = std::thread([this, every_s] {
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto every = std::chrono::milliseconds(static_cast<int64_t>(every_s * 1000));
+      std::unique_lock lock(mu_);
+      for (auto next = t0; !stop_; next += every) {
+        if (cv_.wait_until(lock, next, [this] { return stop_; })) break;
+        const double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        samples_.push_back({at, process_use(pid_)});
+      }
+    });
+  }
+  ~ProcessSampler() { stop(); }
+  std::vector<Sample> stop() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    return samples_;
+  }
+
+ private:
+  int64_t pid_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<Sample> samples_;
+  std::thread thread_;
 };
 
 // The soak mode: measure capacity with a closed loop, then send an open-loop mix at a fraction
@@ -82,8 +127,11 @@ int run_soak(const std::string& workload_name, WorkloadOptions w, HttpRunOptions
     return 2;
   }
   o.concurrency = 0;
+  o.window_s = so.window_s;
   const ProcessUse before = so.watch_pid ? process_use(so.watch_pid) : ProcessUse{};
+  ProcessSampler sampler(so.watch_pid, so.window_s);
   auto result = run_http(*soak, o);
+  const std::vector<ProcessSampler::Sample> samples = sampler.stop();
   if (!result.ok()) {
     std::fprintf(stderr, "infera bench: %s\n", result.status().message().c_str());
     return 1;
@@ -106,21 +154,49 @@ int run_soak(const std::string& workload_name, WorkloadOptions w, HttpRunOptions
                      {"stream_fraction", std::to_string(o.stream_fraction)}};
   std::printf("%s", format_table(report).c_str());
   const PolicyReport& r = result->report;
-  const double growth =
-      before.ok && after.ok && before.rss_kb > 0
-          ? static_cast<double>(after.rss_kb) / static_cast<double>(before.rss_kb) - 1
-          : 0;
+  // Per window: TTFT of the requests that arrived in it, the watched process at its end.
+  std::printf("%8s %9s %12s %12s %10s %6s\n", "window", "requests", "ttft p50", "ttft p99",
+              "rss", "fds");
+  for (size_t i = 0; i < r.windows.size(); ++i) {
+    const PolicyReport::Window& win = r.windows[i];
+    const ProcessUse use = i < samples.size() ? samples[i].use : ProcessUse{};
+    std::printf("%7.0fs %9llu %10.1fms %10.1fms %8.1fMB %6llu\n", win.start_s,
+                static_cast<unsigned long long>(win.requests), win.ttft_p50_ms, win.ttft_p99_ms,
+                static_cast<double>(use.rss_kb) / 1024, static_cast<unsigned long long>(use.fds));
+  }
+  // RSS is judged after the warm-up (caches and the KV mirror filling up, pools growing to
+  // their working size): from the first sample at or after it to the end.
+  const double warmup_s = so.warmup_s >= 0 ? so.warmup_s : 0.1 * so.duration_s;
+  ProcessUse warm = before;
+  for (const ProcessSampler::Sample& sample : samples) {
+    if (sample.at_s >= warmup_s && sample.use.ok) {
+      warm = sample.use;
+      break;
+    }
+  }
+  auto growth_from = [&](const ProcessUse& from) {
+    return from.ok && after.ok && from.rss_kb > 0
+               ? static_cast<double>(after.rss_kb) / static_cast<double>(from.rss_kb) - 1
+               : 0;
+  };
+  const double growth = growth_from(warm);
+  const uint64_t total = soak->requests.size();
+  const uint64_t lost = total - std::min<uint64_t>(total, r.requests + r.shed);
   std::printf(
-      "SOAK {\"capacity_rps\":%.2f,\"rate_rps\":%.2f,\"duration_s\":%.1f,\"requests\":%llu,"
-      "\"errors\":%llu,\"stream_fraction\":%.2f,\"ttft_p50_ms\":%.1f,\"ttft_p99_ms\":%.1f,"
-      "\"e2e_p50_ms\":%.1f,\"rss_kb_before\":%llu,\"rss_kb_after\":%llu,\"rss_growth\":%.4f,"
-      "\"fds_before\":%llu,\"fds_after\":%llu}\n",
-      capacity_rps, rate, r.duration_s, static_cast<unsigned long long>(r.requests),
-      static_cast<unsigned long long>(r.errors), o.stream_fraction, r.ttft_p50_ms, r.ttft_p99_ms,
-      r.e2e_p50_ms, static_cast<unsigned long long>(before.rss_kb),
-      static_cast<unsigned long long>(after.rss_kb), growth,
+      "SOAK {\"capacity_rps\":%.2f,\"rate_rps\":%.2f,\"duration_s\":%.1f,\"sent\":%llu,"
+      "\"requests\":%llu,\"shed\":%llu,\"errors\":%llu,\"lost\":%llu,\"stream_fraction\":%.2f,"
+      "\"ttft_p50_ms\":%.1f,\"ttft_p99_ms\":%.1f,\"e2e_p50_ms\":%.1f,\"rss_kb_before\":%llu,"
+      "\"rss_kb_after_warmup\":%llu,\"rss_kb_after\":%llu,\"rss_growth_from_start\":%.4f,"
+      "\"rss_growth\":%.4f,\"fds_before\":%llu,\"fds_after\":%llu}\n",
+      capacity_rps, rate, r.duration_s, static_cast<unsigned long long>(total),
+      static_cast<unsigned long long>(r.requests), static_cast<unsigned long long>(r.shed),
+      static_cast<unsigned long long>(r.errors), static_cast<unsigned long long>(lost),
+      o.stream_fraction, r.ttft_p50_ms, r.ttft_p99_ms, r.e2e_p50_ms,
+      static_cast<unsigned long long>(before.rss_kb), static_cast<unsigned long long>(warm.rss_kb),
+      static_cast<unsigned long long>(after.rss_kb), growth_from(before), growth,
       static_cast<unsigned long long>(before.fds), static_cast<unsigned long long>(after.fds));
-  bool pass = r.errors == 0 && r.requests == soak->requests.size();
+  bool pass = r.errors == 0 && lost == 0 &&
+              static_cast<double>(r.shed) <= so.max_shed * static_cast<double>(total);
   if (so.watch_pid) {
     pass = pass && before.ok && after.ok && growth <= so.max_rss_growth &&
            after.fds <= before.fds + so.max_fd_growth;
@@ -191,7 +267,16 @@ int run_bench_command(std::span<const std::string> args) {
         "beyond the server's default client idle timeout)",
         "SECONDS");
   f.add("--max-rss-growth", &so.max_rss_growth,
-        "soak: RSS growth allowed, a fraction (default 0.05)", "F");
+        "soak: RSS growth allowed after the warm-up, a fraction (default 0.05)", "F");
+  f.add("--warmup-s", &so.warmup_s,
+        "soak: RSS growth is measured from the first sample after this many seconds (default "
+        "10 % of --duration-s: caches, the KV mirror and pools reach their working size)",
+        "SECONDS");
+  f.add("--window-s", &so.window_s,
+        "soak: TTFT percentiles, RSS and fds reported per window of this length (default 60)",
+        "SECONDS");
+  f.add("--max-shed", &so.max_shed,
+        "soak: share of requests the gateway may refuse with 429/503 (default 0.01)", "F");
   f.add("--max-fd-growth", &so.max_fd_growth,
         "soak: open fds allowed beyond the count before (default 0; a server keeps up to its "
         "upstream pool's idle connections)",
@@ -216,6 +301,10 @@ int run_bench_command(std::span<const std::string> args) {
   if (so.capacity_fraction > 0) {
     if (workload_name.empty() || so.duration_s <= 0) {
       std::fprintf(stderr, "infera bench: the soak needs --workload and --duration-s > 0\n");
+      return 2;
+    }
+    if (!(so.window_s >= 0.1) || !(so.max_shed >= 0 && so.max_shed <= 1)) {
+      std::fprintf(stderr, "infera bench: --window-s must be >= 0.1 and --max-shed in [0, 1]\n");
       return 2;
     }
     o.url = url;

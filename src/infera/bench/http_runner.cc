@@ -298,6 +298,16 @@ class Runner {
     s_.started.fetch_add(1);
     const double sent = since(t0_);
     auto opened = co_await client_.stream(ep_, std::move(req));
+    if (opened.ok() && (opened->status() == 429 || opened->status() == 503)) {
+      // Shed by the gateway (its in-flight cap or queue bound): a clean, immediate refusal.
+      {
+        std::lock_guard lock(s_.mu);
+        s_.recorder.shed();
+      }
+      co_await release_dependents(i);
+      finish_one();
+      co_return;
+    }
     if (!opened.ok() || opened->status() != 200) {
       std::string why =
           opened.ok() ? "HTTP " + std::to_string(opened->status()) : opened.status().message();
@@ -478,7 +488,7 @@ Result<HttpRunResult> run_http(const Workload& workload, const HttpRunOptions& o
   HttpRunResult result;
   {
     std::lock_guard lock(s.mu);
-    result.report = s.recorder.summarize();
+    result.report = s.recorder.summarize(o.window_s);
     if (!s.first_error.empty()) {
       std::fprintf(stderr, "infera bench: first error: %s\n", s.first_error.c_str());
     }

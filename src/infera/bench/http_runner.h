@@ -29,6 +29,7 @@ struct HttpRunOptions {
   // The share of requests sent with "stream": true (a seeded choice per request); the others
   // get one JSON answer, for which TTFT is the whole answer's latency.
   double stream_fraction = 1.0;
+  double window_s = 0;  // > 0: TTFT percentiles per window of arrival time (the soak's)
 };
 
 struct HttpRunResult {

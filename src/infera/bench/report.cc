@@ -20,6 +20,7 @@ double quantile(std::vector<double>& v, double q) {
 void RunRecorder::request(double arrival_s, double first_token_s, double finish_s,
                           uint32_t prompt_tokens, uint32_t cached_tokens, uint32_t output_tokens,
                           uint32_t worker) {
+  arrival_s_.push_back(arrival_s);
   ttft_s_.push_back(first_token_s - arrival_s);
   e2e_s_.push_back(finish_s - arrival_s);
   prompt_tokens_ += prompt_tokens;
@@ -30,8 +31,25 @@ void RunRecorder::request(double arrival_s, double first_token_s, double finish_
   last_finish_s_ = std::max(last_finish_s_, finish_s);
 }
 
-PolicyReport RunRecorder::summarize() const {
+PolicyReport RunRecorder::summarize(double window_s) const {
   PolicyReport r;
+  if (window_s > 0 && !ttft_s_.empty()) {
+    std::vector<std::vector<double>> by_window;
+    for (size_t i = 0; i < ttft_s_.size(); ++i) {
+      const auto w = static_cast<size_t>((arrival_s_[i] - first_arrival_s_) / window_s);
+      if (w >= by_window.size()) by_window.resize(w + 1);
+      by_window[w].push_back(ttft_s_[i]);
+    }
+    for (size_t w = 0; w < by_window.size(); ++w) {
+      PolicyReport::Window win;
+      win.start_s = static_cast<double>(w) * window_s;
+      win.requests = by_window[w].size();
+      win.ttft_p50_ms = quantile(by_window[w], 0.5) * 1e3;
+      win.ttft_p99_ms = quantile(by_window[w], 0.99) * 1e3;
+      r.windows.push_back(win);
+    }
+  }
+  r.shed = shed_;
   std::vector<double> ttft = ttft_s_, e2e = e2e_s_;
   std::vector<double> itl(itl_s_.begin(), itl_s_.end());
   r.requests = ttft.size();
@@ -80,6 +98,7 @@ std::string to_json(const RunReport& report) {
     o["output_tok_s"] = round(p.output_tok_s);
     o["load_spread"] = round(p.load_spread);
     o["errors"] = p.errors;
+    o["shed"] = p.shed;
     o["requests"] = p.requests;
     o["duration_s"] = round(p.duration_s);
     json::array per_worker;
@@ -88,6 +107,16 @@ std::string to_json(const RunReport& report) {
     json::array cdf;
     for (double v : p.ttft_cdf_ms) cdf.push_back(round(v));
     o["ttft_cdf_ms"] = std::move(cdf);
+    if (!p.windows.empty()) {
+      json::array windows;
+      for (const PolicyReport::Window& w : p.windows) {
+        windows.push_back(json::object{{"start_s", round(w.start_s)},
+                                       {"requests", w.requests},
+                                       {"ttft_p50_ms", round(w.ttft_p50_ms)},
+                                       {"ttft_p99_ms", round(w.ttft_p99_ms)}});
+      }
+      o["windows"] = std::move(windows);
+    }
     if (p.predicted_hit_ratio >= 0) o["predicted_hit_ratio"] = round(p.predicted_hit_ratio);
     if (p.prefill_hit_ratio >= 0) {
       o["prefill_hit_ratio"] = round(p.prefill_hit_ratio);
@@ -122,6 +151,12 @@ std::string format_table(const RunReport& report) {
                   name.c_str(), p.hit_ratio * 100, p.ttft_p50_ms, p.ttft_p90_ms, p.ttft_p99_ms,
                   p.itl_p50_ms, p.e2e_p50_ms, p.throughput_rps, p.output_tok_s, p.load_spread,
                   static_cast<unsigned long long>(p.errors));
+    out += line;
+  }
+  for (const auto& [name, p] : report.policies) {
+    if (p.shed == 0) continue;
+    std::snprintf(line, sizeof(line), "%-22s shed: %llu requests refused with 429/503 (not errors)\n",
+                  name.c_str(), static_cast<unsigned long long>(p.shed));
     out += line;
   }
   for (const auto& [name, p] : report.policies) {

@@ -24,11 +24,21 @@ struct PolicyReport {
   double output_tok_s = 0;
   double load_spread = 0;  // max / mean requests per worker
   uint64_t errors = 0;
+  // Refused at once with 429 or 503 (the gateway shedding load): answered, not lost; counted
+  // apart from errors.
+  uint64_t shed = 0;
   // Extras.
   uint64_t requests = 0;
   double duration_s = 0;
   std::vector<uint64_t> requests_per_worker;
   std::vector<double> ttft_cdf_ms;  // TTFT at percentiles 0, 1, ..., 100
+  // TTFT per window of arrival time (summarize(window_s) with window_s > 0): is latency stable?
+  struct Window {
+    double start_s = 0;  // from the first arrival
+    uint64_t requests = 0;
+    double ttft_p50_ms = 0, ttft_p99_ms = 0;
+  };
+  std::vector<Window> windows;
   double predicted_hit_ratio = -1;  // the router's own estimate, when known
   // Disaggregated runs (-1 otherwise): each stage's prefix-cache hit ratio by the engines' own
   // counters (cached prompt tokens / prompt tokens scheduled; a decode's pulled blocks are not
@@ -63,18 +73,20 @@ class RunRecorder {
   }
   void inter_token_gap(double seconds) { itl_s_.push_back(static_cast<float>(seconds)); }
   void error() { ++errors_; }
+  void shed() { ++shed_; }
   void predicted(uint64_t hit_blocks, uint64_t request_blocks) {
     predicted_hits_ += hit_blocks;
     predicted_blocks_ += request_blocks;
   }
 
-  PolicyReport summarize() const;
+  // window_s > 0 also fills PolicyReport::windows.
+  PolicyReport summarize(double window_s = 0) const;
 
  private:
-  std::vector<double> ttft_s_, e2e_s_;
+  std::vector<double> arrival_s_, ttft_s_, e2e_s_;
   std::vector<float> itl_s_;
   std::vector<uint64_t> requests_per_worker_;
-  uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, output_tokens_ = 0, errors_ = 0;
+  uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, output_tokens_ = 0, errors_ = 0, shed_ = 0;
   uint64_t predicted_hits_ = 0, predicted_blocks_ = 0;
   double first_arrival_s_ = -1, last_finish_s_ = 0;
 };
