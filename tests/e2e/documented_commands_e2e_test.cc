@@ -180,6 +180,74 @@ void documented_check(uint16_t s, const std::vector<std::string>& ids, const std
   expect_others_unchanged();
 }
 
+// README's curl lines (between its curl-check markers), continuation lines joined: one shell
+// command each.
+std::vector<std::string> readme_curl_commands() {
+  std::ifstream in(std::string(INFERA_SOURCE_DIR) + "/README.md");
+  std::vector<std::string> commands;
+  bool inside = false;
+  std::string pending;
+  for (std::string line; std::getline(in, line);) {
+    if (line == "<!-- curl-check: begin -->") {
+      inside = true;
+    } else if (line == "<!-- curl-check: end -->") {
+      break;
+    } else if (inside && line.starts_with("    ")) {
+      line = line.substr(4);
+      if (line.ends_with("\\")) {
+        pending += line.substr(0, line.size() - 1);
+        continue;
+      }
+      while (!line.empty() && line.front() == ' ' && !pending.empty()) line.erase(0, 1);
+      commands.push_back(pending + line);
+      pending.clear();
+    }
+  }
+  return commands;
+}
+
+std::string replace_all(std::string s, std::string_view from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+// Runs README's curl check against server `s` with the real curl, the documented address,
+// worker id and model replaced by this fleet's, and checks what each line prints.
+void curl_check(uint16_t s, const std::string& worker, size_t workers_expected) {
+  const std::vector<std::string> commands = readme_curl_commands();
+  ASSERT_EQ(commands.size(), 7u) << "README's curl-check block changed; update this test";
+  std::vector<std::string> out;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    std::string c = replace_all(commands[i], "127.0.0.1:8001", "@WORKER@");
+    c = replace_all(c, "127.0.0.1:8000", "127.0.0.1:" + std::to_string(s));
+    c = replace_all(c, "@WORKER@", worker);
+    c = replace_all(c, "Qwen/Qwen3-0.6B", kQwen3);
+    const fs::path log = fs::temp_directory_path() / ("infera_documented_curl_" +
+                                                     std::to_string(::getpid()) + "_" +
+                                                     std::to_string(i));
+    auto rc = run_process({"/bin/sh", "-c", c}, Ms(60'000), log.string());
+    ASSERT_TRUE(rc.ok()) << c;
+    out.push_back(read_text(log));
+    fs::remove(log);
+    EXPECT_EQ(*rc, 0) << c << "\n" << out.back();
+  }
+  const json::value models = parse_json(out[0]);
+  EXPECT_EQ(string_at(models.at("data").at(0), "id"), kQwen3) << out[0];
+  const json::value chat = parse_json(out[1]);
+  EXPECT_TRUE(chat.at("choices").at(0).at("message").at("content").is_string()) << out[1];
+  EXPECT_TRUE(out[2].starts_with("data: {")) << out[2];
+  EXPECT_TRUE(out[2].ends_with("data: [DONE]\n\n")) << out[2];
+  EXPECT_EQ(parse_json(out[3]).at("workers").as_array().size(), workers_expected) << out[3];
+  const json::value view = parse_json(out[4]);
+  EXPECT_EQ(view.as_object().size(), 2u) << out[4];
+  EXPECT_EQ(string_at(view, "worker_id"), worker) << out[4];
+  EXPECT_TRUE(view.at("block_count").is_int64()) << out[4];
+  EXPECT_FALSE(parse_json(out[5]).at("stages").as_array().empty()) << out[5];
+  EXPECT_TRUE(out[6].starts_with("infera_requests_total{")) << out[6];
+}
+
 TEST(DocumentedCommandsE2eTest, ServerAndLaunchersAsDocumentedRouteByTheCacheAndStopCleanly) {
   auto etcd = testing::EtcdProcess::start();
   ASSERT_TRUE(etcd.ok()) << etcd.status().to_string();
@@ -228,6 +296,7 @@ TEST(DocumentedCommandsE2eTest, ServerAndLaunchersAsDocumentedRouteByTheCacheAnd
 
   documented_check(server->port(), ids, "Infera");
   documented_check(shim_server->port(), ids, "Python");
+  curl_check(server->port(), ids[0], ids.size());
 
   // SIGTERM to each launcher: it exits 0 and its record leaves etcd; the servers see it go.
   for (Worker& w : fleet) {
