@@ -24,6 +24,7 @@ namespace server_internal {
 constexpr size_t kReadBytes = 4096;                 // first read of a request
 constexpr size_t kMaxIdleBufferBytes = 16 * 1024;   // shrink a keep-alive buffer beyond this
 constexpr size_t kMaxLingerBytes = 1024 * 1024;     // drained after an error answer, at most
+constexpr int kAcceptBurst = 64;                    // connections taken per accept-loop turn
 constexpr std::chrono::seconds kForceCloseWait{5};  // after the drain bound of shutdown()
 
 struct Connection {
@@ -194,6 +195,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         acceptor(net::make_strand(loop.context())) {}
 
   net::awaitable<void> accept_loop();
+  void start_session(tcp::socket socket);
   // `self` keeps the server state alive for as long as the connection's coroutine frame exists.
   net::awaitable<void> session(std::shared_ptr<Impl> self, std::shared_ptr<Connection> conn);
   net::awaitable<bool> serve_one(Connection& conn);
@@ -253,23 +255,37 @@ net::awaitable<void> Server::Impl::accept_loop() {
       co_await backoff.async_wait(use_nothrow);
       continue;
     }
-    beast::error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);
-    if (options.socket_send_buffer_bytes > 0) {
-      socket.set_option(net::socket_base::send_buffer_size(options.socket_send_buffer_bytes),
-                        ignored);
+    start_session(std::move(socket));
+    // Take what else waits in the backlog now (the acceptor is non-blocking: would_block ends
+    // the burst). Under load each async accept waits a whole turn of the event loop's ready
+    // handlers, so one connection per turn lets the backlog, and clients' connect times, grow.
+    for (int i = 0; i < server_internal::kAcceptBurst; ++i) {
+      tcp::socket more(net::make_strand(loop.context()));
+      beast::error_code more_ec;
+      acceptor.accept(more, more_ec);
+      if (more_ec) break;
+      start_session(std::move(more));
     }
-    std::shared_ptr<Connection> conn;
-    {
-      std::lock_guard lock(mu);
-      conn = std::make_shared<Connection>(std::move(socket), ++next_id);
-      connections.emplace(conn->id, conn);
-    }
-    accepted.fetch_add(1, std::memory_order_relaxed);
-    auto executor = conn->stream.get_executor();
-    net::co_spawn(executor, session(shared_from_this(), std::move(conn)),
-                  [](std::exception_ptr e) { log_escaped(e, "connection"); });
   }
+}
+
+void Server::Impl::start_session(tcp::socket socket) {
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  if (options.socket_send_buffer_bytes > 0) {
+    socket.set_option(net::socket_base::send_buffer_size(options.socket_send_buffer_bytes),
+                      ignored);
+  }
+  std::shared_ptr<Connection> conn;
+  {
+    std::lock_guard lock(mu);
+    conn = std::make_shared<Connection>(std::move(socket), ++next_id);
+    connections.emplace(conn->id, conn);
+  }
+  accepted.fetch_add(1, std::memory_order_relaxed);
+  auto executor = conn->stream.get_executor();
+  net::co_spawn(executor, session(shared_from_this(), std::move(conn)),
+                [](std::exception_ptr e) { log_escaped(e, "connection"); });
 }
 
 void Server::Impl::remove(uint64_t id) {
@@ -505,6 +521,7 @@ Result<std::unique_ptr<Server>> Server::start(EventLoop& loop, ServerOptions opt
   if (acceptor.listen(net::socket_base::max_listen_connections, ec); ec) {
     return unavailable("cannot listen on " + where + ": " + ec.message());
   }
+  acceptor.non_blocking(true, ec);  // the accept loop's bursts; async_accept is unaffected
   const uint16_t port = acceptor.local_endpoint(ec).port();
   net::co_spawn(acceptor.get_executor(), impl->accept_loop(),
                 [self = impl](std::exception_ptr e) { log_escaped(e, "accept loop"); });

@@ -111,6 +111,24 @@ TEST_F(ServerTest, KeepAliveServesSequentialRequestsOnOneConnection) {
   EXPECT_EQ(s.requests, 3u);
 }
 
+// Connections queued in the backlog together are taken in bursts (one async accept, then
+// non-blocking ones until the backlog is empty): every one is served, each with its own answer.
+TEST_F(ServerTest, ABacklogOfConnectionsIsTakenAndServedWhole) {
+  Routes routes;
+  routes.add(Method::kPost, "/echo", [](Request& r, ResponseWriter&) -> net::awaitable<Response> {
+    co_return Response::text(200, "echo:" + r.body);
+  });
+  start(std::move(routes));
+  std::vector<RawConn> conns;
+  for (int i = 0; i < 200; ++i) {
+    conns.push_back(connect());
+    ASSERT_TRUE(conns.back().ok());
+  }
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(conns[i].send_all(post("/echo", std::to_string(i))));
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(conns[i].read_response().body, "echo:" + std::to_string(i));
+  EXPECT_EQ(server_->stats().connections_accepted, 200u);
+}
+
 TEST_F(ServerTest, PipelinedRequestsAreAnsweredInOrder) {
   Routes routes;
   routes.add(Method::kPost, "/echo", [](Request& r, ResponseWriter&) -> net::awaitable<Response> {
