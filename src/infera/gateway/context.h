@@ -16,6 +16,7 @@
 #include "infera/discovery/source.h"
 #include "infera/gateway/fleet.h"
 #include "infera/gateway/openai_request.h"
+#include "infera/gateway/slot_queue.h"
 #include "infera/http/client.h"
 #include "infera/http/event_loop.h"
 #include "infera/http/server.h"
@@ -64,6 +65,7 @@ struct GatewayContext {
   // Requests waiting for a worker below its --max-inflight-per-worker cap (bounded by
   // --max-queue; beyond it, 429 with Retry-After).
   std::atomic<uint32_t> queued{0};
+  SlotQueue slots;  // the queued requests, woken as in-flight calls end
 };
 
 // Route handlers (inference.cc, admin.cc).

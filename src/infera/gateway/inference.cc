@@ -109,11 +109,14 @@ net::awaitable<Pick> wait_for_candidates(GatewayContext& g, std::shared_ptr<cons
     }
     const Nanos wait_until =
         std::min(deadline, g.clock.now() + from_seconds(g.config.upstream_first_byte_timeout_s));
-    net::steady_timer timer(co_await net::this_coro::executor);
-    while (out->empty() && at_capacity && g.clock.now() < wait_until) {
-      timer.expires_after(std::chrono::milliseconds(5));
-      auto [ec] = co_await timer.async_wait(use_nothrow);
-      if (ec) break;  // cancelled: the client went away
+    // Registered before the re-check: a slot freed in between still wakes this request.
+    SlotQueue::Ticket ticket = co_await g.slots.enter();
+    fill();
+    while (out->empty() && at_capacity) {
+      const Nanos now = g.clock.now();
+      if (now >= wait_until) break;
+      const SlotQueue::Wake woke = co_await ticket.wait(std::chrono::nanoseconds(wait_until - now));
+      if (woke != SlotQueue::Wake::kWoken) break;  // timed out, or the client went away
       fill();
     }
     g.queued.fetch_sub(1);
@@ -146,7 +149,7 @@ class HeldTicket {
 // One call in flight on a worker (its --max-inflight-per-worker count).
 class InflightCall {
  public:
-  explicit InflightCall(const FleetMember& m) : rt_(m.rt) {
+  InflightCall(GatewayContext& g, const FleetMember& m) : rt_(m.rt), slots_(&g.slots) {
     rt_->inflight.fetch_add(1, std::memory_order_relaxed);
     rt_->requests.fetch_add(1, std::memory_order_relaxed);
   }
@@ -154,12 +157,15 @@ class InflightCall {
   InflightCall(const InflightCall&) = delete;
   InflightCall& operator=(const InflightCall&) = delete;
   void end() {
-    if (rt_) rt_->inflight.fetch_sub(1, std::memory_order_relaxed);
+    if (!rt_) return;
+    rt_->inflight.fetch_sub(1, std::memory_order_relaxed);
     rt_.reset();
+    slots_->notify_one();  // a request queued for a worker below its cap may go now
   }
 
  private:
   std::shared_ptr<WorkerRuntime> rt_;
+  SlotQueue* slots_;
 };
 
 // The prefill call's body (as vLLM's disaggregation proxy sends it): the client's request
@@ -428,7 +434,7 @@ net::awaitable<http::Response> relay(GatewayContext& g, http::Request& request,
     http::Request up = upstream_request(request, r.request_id, body.empty() ? request.body : body);
     proxy::ForwardOptions fo;
     fo.deadline = r.deadline;
-    InflightCall call(member);
+    InflightCall call(g, member);
     proxy::ForwardOutcome outcome =
         co_await proxy::forward(*g.upstream, member.endpoint, std::move(up), out, fo, g.clock);
     call.end();
@@ -486,7 +492,7 @@ net::awaitable<http::Response> serve_vllm(GatewayContext& g, http::Request& requ
     }
 
     http::Request up = upstream_request(request, r.request_id, prefill_request_body);
-    InflightCall call(*member);
+    InflightCall call(g, *member);
     auto answer = co_await g.upstream->request(member->endpoint, std::move(up));
     call.end();
     if (!answer.ok() && (out.client_gone() || answer.error().status.code() == StatusCode::kCancelled)) {
@@ -673,8 +679,8 @@ net::awaitable<http::Response> serve_sglang(GatewayContext& g, http::Request& re
     PairCalls pair(co_await net::this_coro::executor);
     proxy::ForwardOptions fo;
     fo.deadline = r.deadline;
-    InflightCall prefill_call(*prefill);
-    InflightCall decode_call(decode);
+    InflightCall prefill_call(g, *prefill);
+    InflightCall decode_call(g, decode);
     auto decode_op = sglang_decode(g, decode.endpoint, upstream_request(request, r.request_id, body),
                                    &out, fo, &pair);
     auto prefill_op = sglang_prefill(g, prefill->endpoint,

@@ -1,0 +1,80 @@
+// Requests waiting for a worker below its --max-inflight-per-worker cap, woken one at a time as
+// in-flight calls end (oldest first), instead of each polling the fleet on a timer: under
+// sustained overload thousands of pollers burnt the gateway's cores and its goodput collapsed
+// (docs/reliability.md). Thread-safe: waiters run on their connections' strands, notify_one()
+// is called from any.
+//
+// A waiter registers before it re-checks the fleet, so a slot freed between its check and its
+// wait still wakes it; a woken waiter that finds the slot taken waits again (at the back), and
+// one that is woken but gives up (its client left) passes the wake-up on.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <chrono>
+#include <list>
+#include <memory>
+#include <mutex>
+
+#include "infera/http/net.h"
+
+namespace infera::gateway {
+
+class SlotQueue {
+ public:
+  class Ticket;
+  enum class Wake { kWoken, kTimedOut, kCancelled };
+
+  // Registers a waiter on the calling coroutine's executor. Keep the ticket across the fleet
+  // check and the wait; it deregisters when destroyed.
+  net::awaitable<Ticket> enter();
+
+  // Wakes the oldest waiter that is not woken yet, if any. Any thread.
+  void notify_one();
+
+  size_t waiting() const {
+    std::lock_guard lock(mu_);
+    return waiters_.size();
+  }
+
+ private:
+  struct Waiter {
+    explicit Waiter(const net::any_io_executor& ex) : timer(ex) {}
+    net::steady_timer timer;  // cancelled (on its strand) to wake the waiter
+    bool woken = false;       // under mu_
+  };
+  using List = std::list<std::shared_ptr<Waiter>>;
+
+  void leave(List::iterator it, bool pass_on);
+
+  mutable std::mutex mu_;
+  List waiters_;
+
+ public:
+  class Ticket {
+   public:
+    Ticket() = default;
+    Ticket(Ticket&& o) noexcept : q_(o.q_), it_(o.it_), w_(std::move(o.w_)) { o.q_ = nullptr; }
+    Ticket& operator=(Ticket&&) = delete;
+    Ticket(const Ticket&) = delete;
+    ~Ticket() {
+      if (q_) q_->leave(it_, /*pass_on=*/true);
+    }
+    // Waits until woken by notify_one(), `timeout` passed, or the coroutine is cancelled.
+    // kWoken: a slot was freed (it may already be taken again); the ticket is then back at the
+    // end of the queue, ready for another check and wait.
+    net::awaitable<Wake> wait(std::chrono::steady_clock::duration timeout);
+
+   private:
+    friend class SlotQueue;
+    Ticket(SlotQueue* q, List::iterator it, std::shared_ptr<Waiter> w)
+        : q_(q), it_(it), w_(std::move(w)) {}
+    SlotQueue* q_ = nullptr;
+    List::iterator it_;
+    std::shared_ptr<Waiter> w_;
+  };
+};
+
+}  // namespace infera::gateway

@@ -1,0 +1,115 @@
+#include "infera/gateway/slot_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_future.hpp>
+#include <chrono>
+#include <future>
+#include <optional>
+#include <vector>
+
+#include "infera/http/event_loop.h"
+
+namespace infera::gateway {
+namespace {
+
+using namespace std::chrono_literals;
+using Wake = SlotQueue::Wake;
+
+// A waiter on its own strand: enters, reports that it is registered, then waits up to `timeout`.
+struct Waiting {
+  std::promise<void> entered;
+  std::future<Wake> woke;
+};
+
+std::unique_ptr<Waiting> start_waiter(http::EventLoop& loop, SlotQueue& q,
+                                      std::chrono::milliseconds timeout) {
+  auto w = std::make_unique<Waiting>();
+  std::promise<void>* entered = &w->entered;
+  w->woke = net::co_spawn(
+      net::make_strand(loop.context()),
+      [&q, entered, timeout]() -> net::awaitable<Wake> {
+        SlotQueue::Ticket t = co_await q.enter();
+        entered->set_value();
+        co_return co_await t.wait(timeout);
+      },
+      net::use_future);
+  return w;
+}
+
+TEST(SlotQueueTest, WakesTheOldestWaiterFirstOnePerNotify) {
+  http::EventLoop loop(2);
+  SlotQueue q;
+  std::vector<std::unique_ptr<Waiting>> ws;
+  for (int i = 0; i < 3; ++i) {
+    ws.push_back(start_waiter(loop, q, 30s));
+    ws.back()->entered.get_future().wait();  // registered in this order
+  }
+  EXPECT_EQ(q.waiting(), 3u);
+  q.notify_one();
+  ASSERT_EQ(ws[0]->woke.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(ws[0]->woke.get(), Wake::kWoken);
+  EXPECT_EQ(ws[1]->woke.wait_for(0s), std::future_status::timeout);  // one notify, one waiter
+  q.notify_one();
+  ASSERT_EQ(ws[1]->woke.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(ws[1]->woke.get(), Wake::kWoken);
+  q.notify_one();
+  ASSERT_EQ(ws[2]->woke.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(ws[2]->woke.get(), Wake::kWoken);
+  // Tickets leave the queue with their coroutines.
+  EXPECT_EQ(q.waiting(), 0u);
+  q.notify_one();  // nobody waits: nothing happens
+  loop.stop();
+}
+
+TEST(SlotQueueTest, ANotifyBetweenEnterAndWaitIsNotLost) {
+  http::EventLoop loop(1);
+  SlotQueue q;
+  auto woke = net::co_spawn(
+      loop.context(),
+      [&]() -> net::awaitable<Wake> {
+        SlotQueue::Ticket t = co_await q.enter();
+        q.notify_one();  // a slot freed after registering, before waiting
+        co_return co_await t.wait(30s);
+      },
+      net::use_future);
+  ASSERT_EQ(woke.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(woke.get(), Wake::kWoken);
+  loop.stop();
+}
+
+TEST(SlotQueueTest, AWaitEndsAtItsTimeoutWithoutANotify) {
+  http::EventLoop loop(1);
+  SlotQueue q;
+  auto w = start_waiter(loop, q, 20ms);
+  ASSERT_EQ(w->woke.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(w->woke.get(), Wake::kTimedOut);
+  EXPECT_EQ(q.waiting(), 0u);
+  loop.stop();
+}
+
+// A waiter that was woken but leaves without using the wake-up (its client went away) passes
+// it to the next one, so a freed slot is never left unused while others wait.
+TEST(SlotQueueTest, AWakeUpNotUsedGoesToTheNextWaiter) {
+  http::EventLoop loop(1);
+  SlotQueue q;
+  auto woke = net::co_spawn(
+      loop.context(),
+      [&]() -> net::awaitable<Wake> {
+        std::optional<SlotQueue::Ticket> a(co_await q.enter());
+        SlotQueue::Ticket b = co_await q.enter();
+        q.notify_one();  // wakes a, the oldest
+        a.reset();       // a leaves without waiting
+        co_return co_await b.wait(30s);
+      },
+      net::use_future);
+  ASSERT_EQ(woke.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(woke.get(), Wake::kWoken);
+  EXPECT_EQ(q.waiting(), 0u);
+  loop.stop();
+}
+
+}  // namespace
+}  // namespace infera::gateway
