@@ -58,7 +58,8 @@ Result<Subprocess> Subprocess::spawn(const std::vector<std::string>& argv,
   // calls are allowed.
   std::string path = argv[0];
   if (path.find('/') == std::string::npos) {
-    const char* env_path = std::getenv("PATH");
+    // Nothing in the process calls setenv or putenv, so no thread can change the environment.
+    const char* env_path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe)
     std::string dirs = env_path ? env_path : "/usr/local/bin:/usr/bin:/bin";
     path.clear();
     size_t start = 0;

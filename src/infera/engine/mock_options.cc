@@ -147,6 +147,8 @@ Status check_transport(std::string_view flag, const std::string& value, std::str
 Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* help_requested,
                                      std::string* help) {
   MockOptions o;
+  // Nothing in the process calls setenv or putenv, so no thread can change the environment.
+  // NOLINTNEXTLINE(concurrency-mt-unsafe)
   if (const char* seed = std::getenv("PYTHONHASHSEED"); seed != nullptr && *seed != '\0') {
     o.engine.hash_seed = seed;
   }
