@@ -21,7 +21,7 @@ namespace client_internal {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
-constexpr size_t kStreamBufferBytes = 8 * 1024;  // one read() of a streamed body, at most
+constexpr size_t kStreamBufferBytes = size_t{8} * 1024;  // one read() of a streamed body, at most
 
 struct Conn {
   explicit Conn(const net::any_io_executor& executor, std::string pool_key)

@@ -21,10 +21,10 @@ namespace infera::http {
 // Connection and exchange state (named namespace: ResponseWriter::State refers to it).
 namespace server_internal {
 
-constexpr size_t kReadBytes = 4096;                 // first read of a request
-constexpr size_t kMaxIdleBufferBytes = 16 * 1024;   // shrink a keep-alive buffer beyond this
-constexpr size_t kMaxLingerBytes = 1024 * 1024;     // drained after an error answer, at most
-constexpr std::chrono::seconds kForceCloseWait{5};  // after the drain bound of shutdown()
+constexpr size_t kReadBytes = 4096;                        // first read of a request
+constexpr size_t kMaxIdleBufferBytes = size_t{16} * 1024;  // shrink a keep-alive buffer beyond this
+constexpr size_t kMaxLingerBytes = size_t{1024} * 1024;    // drained after an error answer, at most
+constexpr std::chrono::seconds kForceCloseWait{5};         // after the drain bound of shutdown()
 
 struct Connection {
   Connection(tcp::socket socket, uint64_t connection_id)
