@@ -227,7 +227,7 @@ namespace {
 
 // Every co_spawn of the server completes here: an exception is a bug worth a log line, never a
 // crash of the process.
-void log_escaped(std::exception_ptr e, std::string_view where) {
+void log_escaped(const std::exception_ptr& e, std::string_view where) {
   if (!e) return;
   try {
     std::rethrow_exception(e);
@@ -267,7 +267,7 @@ net::awaitable<void> Server::Impl::accept_loop() {
     accepted.fetch_add(1, std::memory_order_relaxed);
     auto executor = conn->stream.get_executor();
     net::co_spawn(executor, session(shared_from_this(), std::move(conn)),
-                  [](std::exception_ptr e) { log_escaped(e, "connection"); });
+                  [](const std::exception_ptr& e) { log_escaped(e, "connection"); });
   }
 }
 
@@ -498,7 +498,7 @@ Result<std::unique_ptr<Server>> Server::start(EventLoop& loop, ServerOptions opt
   }
   const uint16_t port = acceptor.local_endpoint(ec).port();
   net::co_spawn(acceptor.get_executor(), impl->accept_loop(),
-                [self = impl](std::exception_ptr e) { log_escaped(e, "accept loop"); });
+                [self = impl](const std::exception_ptr& e) { log_escaped(e, "accept loop"); });
   INFERA_LOG(kInfo, "http").msg("listening").kv("host", opt.host).kv("port", port);
   return std::unique_ptr<Server>(new Server(std::move(impl), port));
 }
