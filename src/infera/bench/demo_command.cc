@@ -122,7 +122,9 @@ Result<Fleet> start_fleet(const DemoOptions& d, const std::string& policy, const
                           so));
     auto url = wait_for_url(e, log, std::chrono::seconds(30));
     if (!url) return unavailable("engine " + std::to_string(i) + " did not start:\n" + tail_of(log));
-    workers.push_back(*url + ",kv=" + kv_ep + ",replay=" + replay_ep + ",topic=kv-events");
+    std::string& worker = workers.emplace_back(std::move(*url));
+    worker.append(",kv=").append(kv_ep).append(",replay=").append(replay_ep);
+    worker.append(",topic=kv-events");
     f.engines.push_back(std::move(e));
   }
   std::vector<std::string> args{bin, "server", "--host", "127.0.0.1", "--port", "0",

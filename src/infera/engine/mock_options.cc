@@ -123,7 +123,7 @@ Status validate(const MockOptions& o) {
           {"speedup_ratio", "--speedup-ratio"},
           {"kv_block_bytes", "--kv-block-bytes"},
           {"kv_transfer_bandwidth_gb_s", "--kv-transfer-bandwidth-gb-s"}}) {
-      if (m.rfind(field, 0) == 0) m = flag + m.substr(field.size());
+      if (m.rfind(field, 0) == 0) m.replace(0, field.size(), flag);
     }
     return invalid_argument(m);
   }
