@@ -1128,7 +1128,6 @@ std::string_view Interpreter::type_name(const Value& v) {
     case Kind::kMacro:
       return "Macro";
     case Kind::kFunction:
-      return "builtin_function_or_method";
     case Kind::kMethod:
       return "builtin_function_or_method";
     case Kind::kLoop:
