@@ -32,16 +32,18 @@ std::string self_binary() {
   return ec ? std::string("infera") : p.string();
 }
 
-uint16_t free_port() {
+Result<uint16_t> free_port() {
   // Bind port 0, read it back. The gap before the child binds it is tiny on loopback.
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return unavailable("cannot open a socket to find a free port");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   ::close(fd);
+  if (!bound) return unavailable("cannot bind a loopback port to find a free one");
   return ntohs(addr.sin_port);
 }
 
@@ -100,7 +102,8 @@ Result<Fleet> start_fleet(const DemoOptions& d, const std::string& policy, const
   const std::string bin = self_binary();
   std::vector<std::string> workers;
   for (uint32_t i = 0; i < d.engines; ++i) {
-    const uint16_t kv = free_port(), replay = free_port();
+    INFERA_ASSIGN_OR_RETURN(const uint16_t kv, free_port());
+    INFERA_ASSIGN_OR_RETURN(const uint16_t replay, free_port());
     const std::string kv_ep = "tcp://127.0.0.1:" + std::to_string(kv);
     const std::string replay_ep = "tcp://127.0.0.1:" + std::to_string(replay);
     // As in vLLM, the engine binds its PUB socket only for a wildcard endpoint (otherwise it
@@ -122,7 +125,9 @@ Result<Fleet> start_fleet(const DemoOptions& d, const std::string& policy, const
                           so));
     auto url = wait_for_url(e, log, std::chrono::seconds(30));
     if (!url) return unavailable("engine " + std::to_string(i) + " did not start:\n" + tail_of(log));
-    workers.push_back(*url + ",kv=" + kv_ep + ",replay=" + replay_ep + ",topic=kv-events");
+    std::string& worker = workers.emplace_back(std::move(*url));
+    worker.append(",kv=").append(kv_ep).append(",replay=").append(replay_ep);
+    worker.append(",topic=kv-events");
     f.engines.push_back(std::move(e));
   }
   std::vector<std::string> args{bin, "server", "--host", "127.0.0.1", "--port", "0",

@@ -81,8 +81,10 @@ Workload sessions(const WorkloadOptions& o, std::string name, uint32_t shared_sy
     std::optional<uint64_t> prev;
     double t = starts[s];
     for (uint32_t turn = 0; turn < o.turns; ++turn) {
-      if (turn > 0) append_synth(key_of(kind + 10, s, turn * 2 + 1), o.output_tokens, history);
-      append_synth(key_of(kind + 20, s, turn * 2), o.turn_tokens, history);
+      if (turn > 0) {
+        append_synth(key_of(kind + 10, s, uint64_t{turn} * 2 + 1), o.output_tokens, history);
+      }
+      append_synth(key_of(kind + 20, s, uint64_t{turn} * 2), o.turn_tokens, history);
       RequestSpec r;
       r.id = id++;
       r.arrival_s = t;

@@ -123,7 +123,7 @@ std::vector<double> fast_latency_buckets_seconds() {
 std::vector<double> ratio_buckets() { return {0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}; }
 
 Registry::Series& Registry::series(std::string_view name, std::string_view help, Type type,
-                                   const Labels& labels, const std::vector<double>* bounds) {
+                                   const Labels& labels, std::vector<double>* bounds) {
   INFERA_CHECK(valid_name(name));
   std::lock_guard lock(mu_);
   auto it = families_.find(name);
@@ -140,7 +140,9 @@ Registry::Series& Registry::series(std::string_view name, std::string_view help,
   switch (type) {
     case Type::kCounter: s->counter = std::make_unique<Counter>(); break;
     case Type::kGauge: s->gauge = std::make_unique<Gauge>(); break;
-    case Type::kHistogram: s->histogram = std::make_unique<Histogram>(*bounds); break;
+    case Type::kHistogram:
+      s->histogram = std::make_unique<Histogram>(std::move(*bounds));
+      break;
   }
   f.series.push_back(std::move(s));
   return *f.series.back();

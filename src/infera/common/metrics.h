@@ -100,7 +100,7 @@ class Registry {
     std::vector<std::unique_ptr<Series>> series;
   };
   Series& series(std::string_view name, std::string_view help, Type type, const Labels& labels,
-                 const std::vector<double>* bounds);
+                 std::vector<double>* bounds);  // histograms: moved from when a series is made
   void render_into(std::string& out) const;
 
   mutable std::mutex mu_;

@@ -120,7 +120,10 @@ class [[nodiscard]] Result {
 // `INFERA_ASSIGN_OR_RETURN(auto x, make_x());` declares x from a Result or returns its Status.
 #define INFERA_ASSIGN_OR_RETURN(decl, expr) \
   INFERA_ASSIGN_OR_RETURN_IMPL_(INFERA_CONCAT_(infera_result_, __LINE__), decl, expr)
+// NOLINTBEGIN(bugprone-macro-parentheses): `tmp` is a name being declared and `decl` a
+// declaration (`auto x`); neither can be parenthesized.
 #define INFERA_ASSIGN_OR_RETURN_IMPL_(tmp, decl, expr) \
   auto tmp = (expr);                                   \
   if (!tmp.ok()) return tmp.status();                  \
   decl = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

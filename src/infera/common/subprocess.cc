@@ -22,6 +22,13 @@ int exit_code(int wstatus) {
   return 255;
 }
 
+// strerror() may hand every thread the same buffer; the GNU strerror_r returns a static string
+// or one written into `buf`.
+std::string errno_text(int err) {
+  char buf[128];
+  return ::strerror_r(err, buf, sizeof buf);
+}
+
 }  // namespace
 
 Subprocess& Subprocess::operator=(Subprocess&& o) noexcept {
@@ -51,7 +58,8 @@ Result<Subprocess> Subprocess::spawn(const std::vector<std::string>& argv,
   // calls are allowed.
   std::string path = argv[0];
   if (path.find('/') == std::string::npos) {
-    const char* env_path = std::getenv("PATH");
+    // Nothing in the process calls setenv or putenv, so no thread can change the environment.
+    const char* env_path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe)
     std::string dirs = env_path ? env_path : "/usr/local/bin:/usr/bin:/bin";
     path.clear();
     size_t start = 0;
@@ -67,7 +75,8 @@ Result<Subprocess> Subprocess::spawn(const std::vector<std::string>& argv,
     }
     if (path.empty()) return unavailable("cannot start '" + argv[0] + "': not found on PATH");
   } else if (::access(path.c_str(), X_OK) != 0) {
-    return unavailable("cannot start '" + path + "': " + std::strerror(errno));
+    const int err = errno;
+    return unavailable("cannot start '" + path + "': " + errno_text(err));
   }
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
@@ -76,19 +85,23 @@ Result<Subprocess> Subprocess::spawn(const std::vector<std::string>& argv,
     for (const auto& [k, v] : options.env) replaced = replaced || entry.rfind(k + "=", 0) == 0;
     if (!replaced) env_strings.push_back(std::move(entry));
   }
-  for (const auto& [k, v] : options.env) env_strings.push_back(k + "=" + v);
+  for (const auto& [k, v] : options.env) {
+    env_strings.push_back(std::string(k).append("=").append(v));
+  }
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::vector<std::string> args = argv;
   std::vector<char*> argp;
+  argp.reserve(args.size() + 1);
   for (auto& a : args) argp.push_back(a.data());
   argp.push_back(nullptr);
   const bool same_file = options.stderr_path == "stdout";
   const pid_t parent = ::getpid();
 
   const pid_t pid = ::fork();
-  if (pid < 0) return unavailable(std::string("fork failed: ") + std::strerror(errno));
+  if (pid < 0) return unavailable("fork failed: " + errno_text(errno));
   if (pid == 0) {
     if (options.new_process_group) ::setpgid(0, 0);
     if (options.kill_with_parent) {

@@ -103,9 +103,8 @@ Status FlagSet::assign(Flag& flag, std::string_view name, std::string_view value
   return std::visit(
       [&](auto* target) -> Status {
         using T = std::remove_pointer_t<decltype(target)>;
-        if constexpr (std::is_same_v<T, std::string>) {
-          *target = std::string(value);
-        } else if constexpr (std::is_same_v<T, std::optional<std::string>>) {
+        if constexpr (std::is_same_v<T, std::string> ||
+                      std::is_same_v<T, std::optional<std::string>>) {
           *target = std::string(value);
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
           target->emplace_back(value);

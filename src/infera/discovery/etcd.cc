@@ -302,13 +302,14 @@ void EtcdWorkerSource::start(Listener listener) {
   listener_ = std::move(listener);
   started_ = true;
   // On a strand, so that stop() can deliver the cancellation on the watcher's own executor.
-  net::co_spawn(cancel_->strand, run(),
-                net::bind_cancellation_slot(cancel_->signal.slot(), [this](std::exception_ptr e) {
-                  if (e && !stop_.load()) {
-                    INFERA_LOG(kError, "discovery").msg("etcd watcher stopped by an exception");
-                  }
-                  done_.set_value();
-                }));
+  net::co_spawn(
+      cancel_->strand, run(),
+      net::bind_cancellation_slot(cancel_->signal.slot(), [this](const std::exception_ptr& e) {
+        if (e && !stop_.load()) {
+          INFERA_LOG(kError, "discovery").msg("etcd watcher stopped by an exception");
+        }
+        done_.set_value();
+      }));
 }
 
 void EtcdWorkerSource::stop() {
@@ -403,7 +404,7 @@ EtcdRegistration::~EtcdRegistration() { stop(); }
 Status EtcdRegistration::start(std::chrono::milliseconds timeout) {
   auto first = first_put_.get_future();
   started_ = true;
-  net::co_spawn(loop_.context(), run(), [this](std::exception_ptr e) {
+  net::co_spawn(loop_.context(), run(), [this](const std::exception_ptr& e) {
     if (e) {
       INFERA_LOG(kError, "discovery").msg("etcd registration stopped by an exception");
     }

@@ -407,7 +407,8 @@ void EngineCore::finish_transfers(Nanos until) {
     const uint32_t loaded = r.num_tokens() - 1;
     if (config_.enable_prefix_caching) cache_blocks(r, loaded);
     r.num_computed_tokens = loaded;
-    if (r.num_cached_tokens < 0) r.num_cached_tokens = (loaded / config_.block_size) * config_.block_size;
+    // Full blocks only, as cached_tokens counts them.
+    if (r.num_cached_tokens < 0) r.num_cached_tokens = loaded - loaded % config_.block_size;
     running_.push_back(slot);
   }
   transferring_.resize(kept);

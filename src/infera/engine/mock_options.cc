@@ -135,7 +135,7 @@ Status validate(const MockOptions& o) {
           {"speedup_ratio", "--speedup-ratio"},
           {"kv_block_bytes", "--kv-block-bytes"},
           {"kv_transfer_bandwidth_gb_s", "--kv-transfer-bandwidth-gb-s"}}) {
-      if (m.rfind(field, 0) == 0) m = flag + m.substr(field.size());
+      if (m.rfind(field, 0) == 0) m.replace(0, field.size(), flag);
     }
     return invalid_argument(m);
   }
@@ -159,6 +159,8 @@ Status check_transport(std::string_view flag, const std::string& value, std::str
 Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* help_requested,
                                      std::string* help) {
   MockOptions o;
+  // Nothing in the process calls setenv or putenv, so no thread can change the environment.
+  // NOLINTNEXTLINE(concurrency-mt-unsafe)
   if (const char* seed = std::getenv("PYTHONHASHSEED"); seed != nullptr && *seed != '\0') {
     o.engine.hash_seed = seed;
   }

@@ -642,7 +642,7 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
                                               [runner](RequestId id) { runner->release_held(id); });
   http::ClientOptions co;
   co.response_timeout = transfer_timeout + std::chrono::seconds(10);  // a pull may wait that long
-  co.max_body_bytes = 64 * 1024;
+  co.max_body_bytes = size_t{64} * 1024;
   p.peers = std::make_unique<http::Client>(co);
   p.api = std::make_unique<Api>(engine->options_, *p.codec, *p.runner, p.registry, *p.transfers,
                                 *p.peers);
@@ -660,7 +660,7 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
     http::ServerOptions bo;
     bo.host = o.host;
     bo.port = static_cast<uint16_t>(o.bootstrap_port);
-    bo.max_body_bytes = 64 * 1024;
+    bo.max_body_bytes = size_t{64} * 1024;
     auto bootstrap = http::Server::start(*p.loop, bo, std::move(bootstrap_routes));
     if (!bootstrap.ok()) {
       return Status(bootstrap.status().code(),

@@ -121,25 +121,34 @@ inline std::span<const uint8_t> byte_span(std::string_view s) {
 
 namespace msgpack_internal {
 
-// The type of each first byte (msgpack spec, "formats" table).
+// The first bytes of each type that are not ints, in byte order (msgpack spec, "formats"
+// table); the rest (fixints, 0xcc-0xd3, negative fixints) are ints.
+struct TypeRange {
+  int first, last;  // inclusive
+  MsgpackType type;
+};
+inline constexpr TypeRange kTypeRanges[] = {
+    {0x80, 0x8f, MsgpackType::kMap},      // fixmap
+    {0x90, 0x9f, MsgpackType::kArray},    // fixarray
+    {0xa0, 0xbf, MsgpackType::kStr},      // fixstr
+    {0xc0, 0xc0, MsgpackType::kNil},      // nil
+    {0xc1, 0xc1, MsgpackType::kInvalid},  // never used
+    {0xc2, 0xc3, MsgpackType::kBool},     // false, true
+    {0xc4, 0xc6, MsgpackType::kBin},      // bin 8/16/32
+    {0xc7, 0xc9, MsgpackType::kExt},      // ext 8/16/32
+    {0xca, 0xcb, MsgpackType::kFloat},    // float 32/64
+    {0xd4, 0xd8, MsgpackType::kExt},      // fixext 1/2/4/8/16
+    {0xd9, 0xdb, MsgpackType::kStr},      // str 8/16/32
+    {0xdc, 0xdd, MsgpackType::kArray},    // array 16/32
+    {0xde, 0xdf, MsgpackType::kMap},      // map 16/32
+};
+
+// The type of each first byte.
 constexpr std::array<MsgpackType, 256> make_type_table() {
   std::array<MsgpackType, 256> t{};
-  for (int b = 0; b < 256; ++b) {
-    MsgpackType v = MsgpackType::kInt;
-    if (b >= 0x80 && b <= 0x8f) v = MsgpackType::kMap;
-    else if (b >= 0x90 && b <= 0x9f) v = MsgpackType::kArray;
-    else if (b >= 0xa0 && b <= 0xbf) v = MsgpackType::kStr;
-    else if (b == 0xc0) v = MsgpackType::kNil;
-    else if (b == 0xc1) v = MsgpackType::kInvalid;
-    else if (b == 0xc2 || b == 0xc3) v = MsgpackType::kBool;
-    else if (b >= 0xc4 && b <= 0xc6) v = MsgpackType::kBin;
-    else if (b >= 0xc7 && b <= 0xc9) v = MsgpackType::kExt;
-    else if (b == 0xca || b == 0xcb) v = MsgpackType::kFloat;
-    else if (b >= 0xd4 && b <= 0xd8) v = MsgpackType::kExt;
-    else if (b >= 0xd9 && b <= 0xdb) v = MsgpackType::kStr;
-    else if (b == 0xdc || b == 0xdd) v = MsgpackType::kArray;
-    else if (b == 0xde || b == 0xdf) v = MsgpackType::kMap;
-    t[static_cast<size_t>(b)] = v;
+  t.fill(MsgpackType::kInt);
+  for (const TypeRange& r : kTypeRanges) {
+    for (int b = r.first; b <= r.last; ++b) t[static_cast<size_t>(b)] = r.type;
   }
   return t;
 }

@@ -262,15 +262,15 @@ Status KvEventListener::add_worker(ListenerWorker worker) {
   }
   StreamOptions options;
   options.worker = worker.worker;
-  options.worker_name = worker.worker_name;
+  options.worker_name = std::move(worker.worker_name);
   options.limits = config_.limits;
-  options.apply = worker.apply;
+  options.apply = worker.apply;  // trivially copyable
   std::lock_guard lock(mu_);
   if (by_topic_.contains(worker.topic)) {
     return invalid_argument("KV-event topic '" + worker.topic + "' is already registered");
   }
   entry->stream = std::make_unique<WorkerStream>(index_, std::move(options), entry->replay.get());
-  by_topic_.emplace(worker.topic, std::move(entry));
+  by_topic_.emplace(std::move(worker.topic), std::move(entry));
   return ok_status();
 }
 

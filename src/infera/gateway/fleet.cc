@@ -129,7 +129,7 @@ void Fleet::leave(const FleetMember& m) {
   INFERA_LOG(kInfo, "fleet").msg("worker left").kv("worker", m.info.id).kv("slot", m.slot);
 }
 
-void Fleet::update(discovery::WorkerSetPtr workers) {
+void Fleet::update(const discovery::WorkerSetPtr& workers) {
   std::lock_guard lock(update_mu_);
   const auto old = view_.load();
   std::map<std::string, const FleetMember*> current;
@@ -227,7 +227,7 @@ std::string Fleet::health(const FleetMember& m) const {
   return "healthy";
 }
 
-void Fleet::refuse(const FleetMember& m, std::string reason) const {
+void Fleet::refuse(const FleetMember& m, const std::string& reason) const {
   {
     std::lock_guard lock(m.rt->mu);
     if (m.rt->refused.load()) return;
@@ -274,7 +274,7 @@ std::vector<std::string> Fleet::models() const {
   return out;
 }
 
-void Fleet::probe(FleetMember member) {
+void Fleet::probe(const FleetMember& member) {
   // Asks a worker what it serves (/v1/models) and its block size (/metrics:
   // vllm:cache_config_info{block_size=...}), so static workers need no extra flags.
   const uint32_t router_block_size = options_.block_size;
@@ -326,11 +326,12 @@ void Fleet::probe(FleetMember member) {
       }
     }
   };
-  net::co_spawn(loop_.context(), std::move(task), [id = member.info.id](std::exception_ptr e) {
-    if (e) {
-      INFERA_LOG(kWarn, "fleet").msg("probing a worker failed").kv("worker", id);
-    }
-  });
+  net::co_spawn(loop_.context(), std::move(task),
+                [id = member.info.id](const std::exception_ptr& e) {
+                  if (e) {
+                    INFERA_LOG(kWarn, "fleet").msg("probing a worker failed").kv("worker", id);
+                  }
+                });
 }
 
 }  // namespace infera::gateway

@@ -84,7 +84,7 @@ class Fleet {
 
   // Applies a new fleet: new workers join, departed ones leave (their subscriber stops and
   // their mirror and active load are dropped), changed records are treated as leave + join.
-  void update(discovery::WorkerSetPtr workers);
+  void update(const discovery::WorkerSetPtr& workers);
   std::shared_ptr<const FleetView> view() const;
 
   // The routable slots for `model` and `stage` among `view`, excluding `skip` (workers already
@@ -117,8 +117,8 @@ class Fleet {
  private:
   FleetMember join(const discovery::WorkerInfo& info, std::shared_ptr<WorkerRuntime> rt);
   void leave(const FleetMember& member);
-  void refuse(const FleetMember& member, std::string reason) const;
-  void probe(FleetMember member);  // asks the worker for models and block size, async
+  void refuse(const FleetMember& member, const std::string& reason) const;
+  void probe(const FleetMember& member);  // asks the worker for models and block size, async
 
   Options options_;
   kv::KvIndex& index_;

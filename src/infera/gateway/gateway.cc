@@ -203,7 +203,8 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   } else {
     g.source = std::make_unique<discovery::StaticWorkerSource>(std::move(static_workers));
   }
-  g.source->start([fleet = g.fleet.get()](discovery::WorkerSetPtr set) { fleet->update(std::move(set)); });
+  g.source->start(
+      [fleet = g.fleet.get()](const discovery::WorkerSetPtr& set) { fleet->update(set); });
 
   Impl* raw = impl.get();
   impl->maintenance = std::thread([raw] {

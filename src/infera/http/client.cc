@@ -21,7 +21,7 @@ namespace client_internal {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
-constexpr size_t kStreamBufferBytes = 8 * 1024;  // one read() of a streamed body, at most
+constexpr size_t kStreamBufferBytes = size_t{8} * 1024;  // one read() of a streamed body, at most
 
 struct Conn {
   explicit Conn(const net::any_io_executor& executor, std::string pool_key)
@@ -63,7 +63,7 @@ void arm(beast::tcp_stream& stream, std::chrono::milliseconds limit, SteadyTime 
 }  // namespace
 
 struct Client::Pool {
-  explicit Pool(ClientOptions client_options) : options(std::move(client_options)) {}
+  explicit Pool(ClientOptions client_options) : options(client_options) {}
 
   // The most recently used reusable connection to `key`, or null.
   std::unique_ptr<Conn> take(const std::string& key) {
@@ -412,7 +412,7 @@ net::awaitable<Result<std::string_view>> ClientStream::read(SteadyTime deadline)
 // ---------------------------------------------------------------------------------------------
 // Client
 
-Client::Client(ClientOptions options) : pool_(std::make_shared<Pool>(std::move(options))) {}
+Client::Client(ClientOptions options) : pool_(std::make_shared<Pool>(options)) {}
 
 Client::~Client() {
   pool_->clear();

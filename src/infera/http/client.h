@@ -64,8 +64,8 @@ struct ClientOptions {
   std::chrono::milliseconds response_timeout{300'000};
   // Each read of the body: for a stream, the longest silence between two pieces.
   std::chrono::milliseconds read_timeout{60'000};
-  size_t max_header_bytes = 64 * 1024;
-  size_t max_body_bytes = 64 * 1024 * 1024;  // whole-response requests only
+  size_t max_header_bytes = size_t{64} * 1024;
+  size_t max_body_bytes = size_t{64} * 1024 * 1024;  // whole-response requests only
   size_t max_idle_per_endpoint = 64;
   // A pooled connection idle for longer is closed instead of reused. Below the upstream's own
   // keep-alive timeout (uvicorn, under vLLM and SGLang, closes after 5 s).

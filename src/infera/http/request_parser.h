@@ -13,8 +13,8 @@
 namespace infera::http {
 
 struct RequestLimits {
-  size_t max_header_bytes = 16 * 1024;      // request line + headers
-  size_t max_body_bytes = 8 * 1024 * 1024;  // after chunked decoding
+  size_t max_header_bytes = size_t{16} * 1024;      // request line + headers
+  size_t max_body_bytes = size_t{8} * 1024 * 1024;  // after chunked decoding
 };
 
 // Why a request could not be read, and how to answer it.

@@ -21,11 +21,11 @@ namespace infera::http {
 // Connection and exchange state (named namespace: ResponseWriter::State refers to it).
 namespace server_internal {
 
-constexpr size_t kReadBytes = 4096;                 // first read of a request
-constexpr size_t kMaxIdleBufferBytes = 16 * 1024;   // shrink a keep-alive buffer beyond this
-constexpr size_t kMaxLingerBytes = 1024 * 1024;     // drained after an error answer, at most
-constexpr int kAcceptBurst = 64;                    // connections taken per accept-loop turn
-constexpr std::chrono::seconds kForceCloseWait{5};  // after the drain bound of shutdown()
+constexpr size_t kReadBytes = 4096;                        // first read of a request
+constexpr size_t kMaxIdleBufferBytes = size_t{16} * 1024;  // shrink a keep-alive buffer beyond this
+constexpr size_t kMaxLingerBytes = size_t{1024} * 1024;    // drained after an error answer, at most
+constexpr int kAcceptBurst = 64;                           // connections taken per accept-loop turn
+constexpr std::chrono::seconds kForceCloseWait{5};         // after the drain bound of shutdown()
 
 struct Connection {
   Connection(tcp::socket socket, uint64_t connection_id)
@@ -230,7 +230,7 @@ namespace {
 
 // Every co_spawn of the server completes here: an exception is a bug worth a log line, never a
 // crash of the process.
-void log_escaped(std::exception_ptr e, std::string_view where) {
+void log_escaped(const std::exception_ptr& e, std::string_view where) {
   if (!e) return;
   try {
     std::rethrow_exception(e);
@@ -285,7 +285,7 @@ void Server::Impl::start_session(tcp::socket socket) {
   accepted.fetch_add(1, std::memory_order_relaxed);
   auto executor = conn->stream.get_executor();
   net::co_spawn(executor, session(shared_from_this(), std::move(conn)),
-                [](std::exception_ptr e) { log_escaped(e, "connection"); });
+                [](const std::exception_ptr& e) { log_escaped(e, "connection"); });
 }
 
 void Server::Impl::remove(uint64_t id) {
@@ -524,7 +524,7 @@ Result<std::unique_ptr<Server>> Server::start(EventLoop& loop, ServerOptions opt
   acceptor.non_blocking(true, ec);  // the accept loop's bursts; async_accept is unaffected
   const uint16_t port = acceptor.local_endpoint(ec).port();
   net::co_spawn(acceptor.get_executor(), impl->accept_loop(),
-                [self = impl](std::exception_ptr e) { log_escaped(e, "accept loop"); });
+                [self = impl](const std::exception_ptr& e) { log_escaped(e, "accept loop"); });
   INFERA_LOG(kInfo, "http").msg("listening").kv("host", opt.host).kv("port", port);
   return std::unique_ptr<Server>(new Server(std::move(impl), port));
 }

@@ -56,8 +56,8 @@ namespace infera::http {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;                        // 0: an ephemeral port, read back with Server::port()
-  size_t max_header_bytes = 16 * 1024;      // request line + headers; beyond: 431
-  size_t max_body_bytes = 8 * 1024 * 1024;  // beyond: 413
+  size_t max_header_bytes = size_t{16} * 1024;      // request line + headers; beyond: 431
+  size_t max_body_bytes = size_t{8} * 1024 * 1024;  // beyond: 413
   // From a connection's first byte (or its accept) to the end of the request headers: a client
   // trickling bytes (slow-loris) is cut off by this deadline, not by a per-read timer.
   std::chrono::milliseconds header_timeout{10'000};

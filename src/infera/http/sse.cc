@@ -72,7 +72,10 @@ bool SseParser::next(SseEvent& out) {
       }
       bom_checked_ = true;
     }
-    // A line ends at "\r\n", "\n" or "\r", whichever comes first.
+    // A line ends at "\r\n", "\n" or "\r", whichever comes first. The buffer is not
+    // NUL-terminated: memchr bounded by avail is the point (the strchr the check offers would
+    // read past it).
+    // NOLINTNEXTLINE(bugprone-not-null-terminated-result)
     const auto* lf = static_cast<const char*>(std::memchr(begin, '\n', avail));
     const size_t scan = lf != nullptr ? static_cast<size_t>(lf - begin) : avail;
     const auto* cr = static_cast<const char*>(std::memchr(begin, '\r', scan));

@@ -335,31 +335,35 @@ bool Interpreter::from_json(const boost::json::value& j, Value* out, int depth) 
     }
     case boost::json::kind::array: {
       const auto& a = j.get_array();
+      const size_t size = a.size();  // items is null when it is 0
       Value* items = nullptr;
-      if (!new_values(kInput, a.size(), &items)) return false;
+      if (!new_values(kInput, size, &items)) return false;
       int d = 0;
-      for (size_t i = 0; i < a.size(); ++i) {
+      for (size_t i = 0; i < size; ++i) {
         if (!from_json(a[i], &items[i], depth + 1)) return false;
+        // items is null here only if new_values failed, and then it returned false (through
+        // fail_limit, whose result the analyzer loses this deep in the recursion).
+        // NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker)
         d = std::max(d, value_depth(items[i]));
       }
-      *out = Value::list(items, a.size());
+      *out = Value::list(items, size);
       out->owner = static_cast<uint8_t>(d + 1);
       return true;
     }
     case boost::json::kind::object: {
       const auto& o = j.get_object();
-      DictEntry* entries = o.empty() ? nullptr : arena_.allocate_array<DictEntry>(o.size());
-      if (!o.empty() && entries == nullptr) return fail_limit("memory limit exceeded by the input");
-      size_t n = 0;
+      const size_t size = o.size();  // entries is null when it is 0
+      DictEntry* entries = size == 0 ? nullptr : arena_.allocate_array<DictEntry>(size);
+      if (size != 0 && entries == nullptr) return fail_limit("memory limit exceeded by the input");
       int d = 0;
-      for (const auto& kv : o) {
-        new (&entries[n]) DictEntry();
-        entries[n].key = Value::string({kv.key().data(), kv.key().size()});
-        if (!from_json(kv.value(), &entries[n].value, depth + 1)) return false;
-        d = std::max(d, value_depth(entries[n].value));
-        ++n;
+      for (size_t i = 0; i < size; ++i) {
+        const boost::json::key_value_pair& kv = o.begin()[i];  // the pairs are contiguous
+        new (&entries[i]) DictEntry();
+        entries[i].key = Value::string({kv.key().data(), kv.key().size()});
+        if (!from_json(kv.value(), &entries[i].value, depth + 1)) return false;
+        d = std::max(d, value_depth(entries[i].value));
       }
-      *out = Value::dict(entries, n);
+      *out = Value::dict(entries, size);
       out->owner = static_cast<uint8_t>(d + 1);
       return true;
     }
@@ -381,15 +385,16 @@ Result<std::string> Interpreter::render(std::span<const Binding> bindings) {
     if (b.value != nullptr) {
       ok = from_json(*b.value, &v, 0);
     } else if (b.array != nullptr) {
+      const size_t size = b.array->size();  // items is null when it is 0
       Value* items = nullptr;
       static const Expr kInput;
-      ok = new_values(kInput, b.array->size(), &items);
+      ok = new_values(kInput, size, &items);
       int d = 0;
-      for (size_t i = 0; ok && i < b.array->size(); ++i) {
+      for (size_t i = 0; ok && i < size; ++i) {
         ok = from_json((*b.array)[i], &items[i], 1);
         if (ok) d = std::max(d, value_depth(items[i]));
       }
-      v = Value::list(items, b.array->size());
+      v = Value::list(items, size);
       v.owner = static_cast<uint8_t>(d + 1);
     } else if (b.object != nullptr) {
       static const Expr kInput;
@@ -1128,7 +1133,6 @@ std::string_view Interpreter::type_name(const Value& v) {
     case Kind::kMacro:
       return "Macro";
     case Kind::kFunction:
-      return "builtin_function_or_method";
     case Kind::kMethod:
       return "builtin_function_or_method";
     case Kind::kLoop:

@@ -280,14 +280,10 @@ class Lexer {
   bool digits(size_t* i) const {
     size_t j = *i;
     if (j >= s_.size() || !is_digit(s_[j])) return false;
-    while (j < s_.size()) {
-      if (is_digit(s_[j])) {
-        ++j;
-      } else if (s_[j] == '_' && j + 1 < s_.size() && is_digit(s_[j + 1])) {
-        ++j;
-      } else {
-        break;
-      }
+    // A '_' counts only between two digits.
+    while (j < s_.size() &&
+           (is_digit(s_[j]) || (s_[j] == '_' && j + 1 < s_.size() && is_digit(s_[j + 1])))) {
+      ++j;
     }
     *i = j;
     return true;
@@ -364,14 +360,9 @@ class Lexer {
     if (base == 10) {
       if (s_[pos] == '0') {
         i = pos + 1;
-        while (i < s_.size()) {
-          if (s_[i] == '0') {
-            ++i;
-          } else if (s_[i] == '_' && i + 1 < s_.size() && s_[i + 1] == '0') {
-            ++i;
-          } else {
-            break;
-          }
+        while (i < s_.size() &&
+               (s_[i] == '0' || (s_[i] == '_' && i + 1 < s_.size() && s_[i + 1] == '0'))) {
+          ++i;
         }
       } else {
         digits(&i);

@@ -105,11 +105,8 @@ void Interpreter::string_repr(std::string_view s, std::string* out) {
       out->append("\\n");
     } else if (c == '\r') {
       out->append("\\r");
-    } else if (c < 0x20 || c == 0x7F) {
-      out->append("\\x");
-      append_hex(static_cast<uint32_t>(c), 2, out);
-    } else if (c < 0x7F || text::is_printable(c)) {
-      text::append_utf8(out, c);
+    } else if (c >= 0x20 && c != 0x7F && (c < 0x7F || text::is_printable(c))) {
+      text::append_utf8(out, c);  // printable: as it is; otherwise escaped by size below
     } else if (c <= 0xFF) {
       out->append("\\x");
       append_hex(static_cast<uint32_t>(c), 2, out);

@@ -94,7 +94,8 @@ void ByteFallbackDecoder::decode_chain(std::vector<std::string>& tokens) const {
 void FuseDecoder::decode_chain(std::vector<std::string>& tokens) const {
   std::string all;
   for (const std::string& t : tokens) all += t;
-  tokens.assign(1, std::move(all));
+  tokens.clear();
+  tokens.push_back(std::move(all));  // assign(1, x) would copy
 }
 
 void StripDecoder::decode_chain(std::vector<std::string>& tokens) const {

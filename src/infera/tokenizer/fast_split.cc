@@ -32,7 +32,7 @@ struct ClassTable {
 
   ClassTable() : cls(kTableLimit, kOther), fold(kTableLimit, 0) {
     std::string all;
-    all.reserve(kTableLimit * 4);
+    all.reserve(size_t{kTableLimit} * 4);  // 4 UTF-8 bytes per code point at most
     for (char32_t c = 0; c < kTableLimit; ++c) {
       if (c >= 0xD800 && c <= 0xDFFF) continue;
       unicode::append_utf8(all, c);

@@ -292,7 +292,8 @@ class Translator {
 struct MatchScratch {
   pcre2_match_data* data = pcre2_match_data_create(1, nullptr);
   pcre2_match_context* context = pcre2_match_context_create(nullptr);
-  pcre2_jit_stack* jit_stack = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, nullptr);
+  pcre2_jit_stack* jit_stack =
+      pcre2_jit_stack_create(size_t{32} * 1024, size_t{1024} * 1024, nullptr);
   MatchScratch() { pcre2_jit_stack_assign(context, nullptr, jit_stack); }
   ~MatchScratch() {
     pcre2_jit_stack_free(jit_stack);
