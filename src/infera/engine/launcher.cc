@@ -248,8 +248,10 @@ Result<LauncherOptions> parse_launcher_flags(EngineKind kind, std::span<const st
     if (!o.kv_transfer_config.empty()) {
       INFERA_ASSIGN_OR_RETURN(const std::string connector,
                               parse_kv_transfer_connector(o.kv_transfer_config));
-      free_nixl_port = connector == "NixlConnector" &&
-                       std::getenv("VLLM_NIXL_SIDE_CHANNEL_PORT") == nullptr;
+      // Nothing in the process calls setenv or putenv: getenv is safe here.
+      free_nixl_port =
+          connector == "NixlConnector" &&
+          std::getenv("VLLM_NIXL_SIDE_CHANNEL_PORT") == nullptr;  // NOLINT(concurrency-mt-unsafe)
     }
   }
   if (o.bootstrap_port > 65535) {
