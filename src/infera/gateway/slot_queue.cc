@@ -29,7 +29,7 @@ void SlotQueue::notify_one() {
   net::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
 }
 
-void SlotQueue::leave(List::iterator it, bool pass_on) {
+void SlotQueue::leave(List::iterator it) {
   bool was_woken = false;
   {
     std::lock_guard lock(mu_);
@@ -37,7 +37,7 @@ void SlotQueue::leave(List::iterator it, bool pass_on) {
     waiters_.erase(it);
   }
   // A wake-up this waiter will not use goes to the next one.
-  if (pass_on && was_woken) notify_one();
+  if (was_woken) notify_one();
 }
 
 net::awaitable<SlotQueue::Wake> SlotQueue::Ticket::wait(

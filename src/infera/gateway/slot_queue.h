@@ -47,7 +47,7 @@ class SlotQueue {
   };
   using List = std::list<std::shared_ptr<Waiter>>;
 
-  void leave(List::iterator it, bool pass_on);
+  void leave(List::iterator it);  // passes on a wake-up it was given and did not use
 
   mutable std::mutex mu_;
   List waiters_;
@@ -60,7 +60,7 @@ class SlotQueue {
     Ticket& operator=(Ticket&&) = delete;
     Ticket(const Ticket&) = delete;
     ~Ticket() {
-      if (q_) q_->leave(it_, /*pass_on=*/true);
+      if (q_) q_->leave(it_);
     }
     // Waits until woken by notify_one(), `timeout` passed, or the coroutine is cancelled.
     // kWoken: a slot was freed (it may already be taken again); the ticket is then back at the
