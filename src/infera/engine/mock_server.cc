@@ -448,7 +448,7 @@ class Api {
       if (r.include_usage) chunks.append_usage(events, usage);
       events += http::kSseDone;
       if (!(co_await out.write_head(200, http::kSseContentType)).ok()) co_return http::Response{};
-      (void)co_await out.write(events);
+      (void)co_await out.write(events, true);
       co_return http::Response{};
     }
 
@@ -476,7 +476,7 @@ class Api {
       if (!st.ok()) {
         buffer = http::sse_error_event(st);
         buffer += http::kSseDone;
-        (void)co_await out.write(buffer);
+        (void)co_await out.write(buffer, true);
         co_return http::Response{};
       }
       if (outputs.empty()) break;
@@ -493,7 +493,7 @@ class Api {
     }
     if (r.include_usage) chunks.append_usage(buffer, usage);
     buffer += http::kSseDone;
-    (void)co_await out.write(buffer);
+    (void)co_await out.write(buffer, true);
     co_return http::Response{};
   }
 

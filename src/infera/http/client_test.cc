@@ -387,6 +387,7 @@ TEST_F(ClientTest, AsioCancellationOfAPendingReadClosesTheStream) {
   Routes routes;
   routes.add(Method::kGet, "/hang", [](Request&, ResponseWriter& out) -> net::awaitable<Response> {
     (void)co_await out.write_head(200, kSseContentType);
+    (void)co_await out.flush();  // the client's stream() returns with the head
     net::steady_timer t(co_await net::this_coro::executor, std::chrono::hours(1));
     co_await t.async_wait(use_nothrow);  // cancelled when the client leaves
     co_return Response{};

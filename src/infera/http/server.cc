@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 #include <utility>
 
@@ -60,6 +61,9 @@ struct ResponseWriter::State {
   bool finished = false;
   bool failed = false;         // a write failed: the connection is closed
   bool handler_threw = false;  // a started stream is then cut, not finished: a truncated body
+  // The status line and headers of write_head(), sent with the first body bytes (or by finish()):
+  // one send instead of two, and the client is woken once.
+  std::string pending_head;
 
   Status after_write(beast::error_code ec) {
     if (!ec) return ok_status();
@@ -95,10 +99,8 @@ net::awaitable<Status> ResponseWriter::write_head(int status, Headers headers) {
   s.keep_alive = s.keep_alive && !s.draining.load();
   res.keep_alive(s.keep_alive);
   if (s.chunked) res.chunked(true);
-  bhttp::response_serializer<bhttp::empty_body> serializer(res);
-  s.conn.stream.expires_after(s.options.write_timeout);
-  auto [ec, n] = co_await bhttp::async_write_header(s.conn.stream, serializer, use_nothrow);
-  co_return s.after_write(ec);
+  s.pending_head = wire::serialize_head(res.base());
+  co_return ok_status();
 }
 
 net::awaitable<Status> ResponseWriter::write_head(int status, std::string_view content_type) {
@@ -107,32 +109,52 @@ net::awaitable<Status> ResponseWriter::write_head(int status, std::string_view c
   co_return co_await write_head(status, std::move(headers));
 }
 
-net::awaitable<Status> ResponseWriter::write(std::string_view bytes) {
+net::awaitable<Status> ResponseWriter::write(std::string_view bytes, bool last) {
   State& s = state_;
   INFERA_CHECK(s.started && !s.finished);
+  if (last) s.finished = true;
   if (s.conn.client_gone || s.failed) co_return cancelled("client disconnected");
-  if (bytes.empty()) co_return ok_status();
-  s.conn.stream.expires_after(s.options.write_timeout);
-  if (!s.chunked) {
-    auto [ec, n] = co_await net::async_write(s.conn.stream, net::buffer(bytes.data(), bytes.size()),
-                                             use_nothrow);
-    co_return s.after_write(ec);
-  }
-  // One chunk: "<hex size>\r\n" <bytes> "\r\n", gathered into one write.
+  if (bytes.empty() && !last) co_return ok_status();
+  // Gathered into one write: the pending head, "<hex size>\r\n" <bytes> "\r\n", the last chunk.
+  std::array<net::const_buffer, 5> buffers;
+  size_t count = 0;
+  if (!s.pending_head.empty()) buffers[count++] = net::buffer(s.pending_head);
   std::array<char, 24> size_line{};
-  static constexpr char kHex[] = "0123456789abcdef";
-  size_t len = bytes.size();
-  size_t pos = size_line.size() - 2;
-  size_line[pos] = '\r';
-  size_line[pos + 1] = '\n';
-  do {
-    size_line[--pos] = kHex[len & 0xF];
-    len >>= 4;
-  } while (len != 0);
-  const std::array<net::const_buffer, 3> buffers{
-      net::buffer(size_line.data() + pos, size_line.size() - pos),
-      net::buffer(bytes.data(), bytes.size()), net::buffer("\r\n", 2)};
-  auto [ec, n] = co_await net::async_write(s.conn.stream, buffers, use_nothrow);
+  if (!s.chunked) {
+    buffers[count++] = net::buffer(bytes.data(), bytes.size());
+  } else {
+    if (!bytes.empty()) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      size_t len = bytes.size();
+      size_t pos = size_line.size() - 2;
+      size_line[pos] = '\r';
+      size_line[pos + 1] = '\n';
+      do {
+        size_line[--pos] = kHex[len & 0xF];
+        len >>= 4;
+      } while (len != 0);
+      buffers[count++] = net::buffer(size_line.data() + pos, size_line.size() - pos);
+      buffers[count++] = net::buffer(bytes.data(), bytes.size());
+      buffers[count++] = net::buffer("\r\n", 2);
+    }
+    if (last) buffers[count++] = net::buffer("0\r\n\r\n", 5);
+  }
+  if (count == 0) co_return ok_status();
+  s.conn.stream.expires_after(s.options.write_timeout);
+  auto [ec, n] = co_await net::async_write(
+      s.conn.stream, std::span<const net::const_buffer>(buffers.data(), count), use_nothrow);
+  s.pending_head.clear();
+  co_return s.after_write(ec);
+}
+
+net::awaitable<Status> ResponseWriter::flush() {
+  State& s = state_;
+  INFERA_CHECK(s.started);
+  if (s.conn.client_gone || s.failed) co_return cancelled("client disconnected");
+  if (s.pending_head.empty()) co_return ok_status();
+  s.conn.stream.expires_after(s.options.write_timeout);
+  auto [ec, n] = co_await net::async_write(s.conn.stream, net::buffer(s.pending_head), use_nothrow);
+  s.pending_head.clear();
   co_return s.after_write(ec);
 }
 
@@ -140,12 +162,7 @@ net::awaitable<Status> ResponseWriter::finish() {
   State& s = state_;
   INFERA_CHECK(s.started);
   if (s.finished) co_return ok_status();
-  s.finished = true;
-  if (s.conn.client_gone || s.failed) co_return cancelled("client disconnected");
-  if (!s.chunked) co_return ok_status();
-  s.conn.stream.expires_after(s.options.write_timeout);
-  auto [ec, n] = co_await net::async_write(s.conn.stream, net::buffer("0\r\n\r\n", 5), use_nothrow);
-  co_return s.after_write(ec);
+  co_return co_await write(std::string_view(), true);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -80,14 +80,19 @@ class ResponseWriter {
   ResponseWriter(const ResponseWriter&) = delete;
   ResponseWriter& operator=(const ResponseWriter&) = delete;
 
-  // Sends the status line and headers. The body follows with write() (chunked encoding).
+  // Sets the status line and headers; they are sent with the first body bytes (or by finish()),
+  // in the same write. The body follows with write() (chunked encoding).
   // GCC 12 cannot compile a braced header list inside a co_await expression ("array used as
   // initializer"): build the Headers in a variable first, or use the Content-Type overload.
   net::awaitable<Status> write_head(int status, Headers headers);
   net::awaitable<Status> write_head(int status, std::string_view content_type);
   // Sends `bytes` as one chunk and resumes once the socket accepted them (backpressure). Empty
-  // bytes send nothing. Only after write_head().
-  net::awaitable<Status> write(std::string_view bytes);
+  // bytes send nothing. Only after write_head(). `last` also ends the body, as finish() would,
+  // in the same write.
+  net::awaitable<Status> write(std::string_view bytes, bool last = false);
+  // Sends a pending head now, for a handler that wants the client to see the status before its
+  // first body bytes exist. Nothing to send: returns at once.
+  net::awaitable<Status> flush();
   // Ends the body. Optional: a handler that returns after write_head() is finished for it.
   net::awaitable<Status> finish();
 

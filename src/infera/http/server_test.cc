@@ -299,6 +299,57 @@ TEST_F(ServerTest, StreamsChunksAndKeepsTheConnection) {
   EXPECT_EQ(c.read_response().body, "ok");
 }
 
+TEST_F(ServerTest, TheHeadGoesOutWithTheFirstBodyBytesAndTheLastChunkWithTheBody) {
+  // write_head() sends nothing by itself: the head leaves with the first write (one send, one
+  // wake-up of the client), and write(bytes, true) carries the terminating chunk.
+  std::promise<net::steady_timer*> head_set;
+  Routes routes;
+  routes.add(Method::kGet, "/lazy", [&](Request&, ResponseWriter& out) -> net::awaitable<Response> {
+    Status s = co_await out.write_head(200, kSseContentType);
+    net::steady_timer go(co_await net::this_coro::executor, std::chrono::hours(1));
+    head_set.set_value(&go);
+    co_await go.async_wait(use_nothrow);  // cancelled by the test
+    if (s.ok()) s = co_await out.write(sse_event("only"), /*last=*/true);
+    co_return Response{};
+  });
+  routes.add(Method::kGet, "/health", text("ok"));
+  start(std::move(routes));
+  RawConn c = connect();
+  ASSERT_TRUE(c.send_all(get("/lazy")));
+  net::steady_timer* go = head_set.get_future().get();
+  // An eager head would be in this socket's receive queue now (loopback delivers within send).
+  EXPECT_EQ(c.read_some(Ms(0)), -1) << c.pending();
+  net::post(go->get_executor(), [go] { go->cancel(); });
+  const RawResponse r = c.read_response();
+  ASSERT_TRUE(r.complete);
+  EXPECT_TRUE(r.chunked);
+  EXPECT_EQ(r.header("content-type"), "text/event-stream");
+  EXPECT_EQ(r.body, "data: only\n\n");
+  ASSERT_TRUE(c.send_all(get("/health")));  // complete on the wire: the connection is reused
+  EXPECT_EQ(c.read_response().body, "ok");
+}
+
+TEST_F(ServerTest, FlushSendsTheHeadBeforeAnyBody) {
+  std::promise<net::steady_timer*> flushed;
+  Routes routes;
+  routes.add(Method::kGet, "/flush", [&](Request&, ResponseWriter& out) -> net::awaitable<Response> {
+    Status s = co_await out.write_head(200, kSseContentType);
+    if (s.ok()) s = co_await out.flush();
+    net::steady_timer go(co_await net::this_coro::executor, std::chrono::hours(1));
+    flushed.set_value(&go);
+    co_await go.async_wait(use_nothrow);  // cancelled by the test
+    co_return Response{};  // the server finishes the empty body
+  });
+  start(std::move(routes));
+  RawConn c = connect();
+  ASSERT_TRUE(c.send_all(get("/flush")));
+  net::steady_timer* go = flushed.get_future().get();
+  ASSERT_TRUE(c.read_until("\r\n\r\n"));
+  EXPECT_EQ(c.pending().rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << c.pending();
+  net::post(go->get_executor(), [go] { go->cancel(); });
+  ASSERT_TRUE(c.read_until("0\r\n\r\n"));
+}
+
 TEST_F(ServerTest, StreamingWritesWaitForASlowClient) {
   constexpr size_t kChunk = 64 * 1024;
   constexpr size_t kTotal = 16 * 1024 * 1024;

@@ -132,6 +132,24 @@ std::string_view reason_phrase(int status) {
   return bhttp::obsolete_reason(bhttp::int_to_status(static_cast<unsigned>(status)));
 }
 
+std::string serialize_head(const bhttp::response_header<>& head) {
+  std::string out;
+  out.reserve(192);
+  out += head.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+  out += std::to_string(head.result_int());
+  out += ' ';
+  out += head.reason();
+  out += "\r\n";
+  for (const auto& field : head) {
+    out += field.name_string();
+    out += ": ";
+    out += field.value();
+    out += "\r\n";
+  }
+  out += "\r\n";
+  return out;
+}
+
 }  // namespace infera::http::wire
 
 namespace infera::http {

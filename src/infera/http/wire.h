@@ -46,5 +46,7 @@ void set_headers(bhttp::fields& fields, const Headers& headers);
 
 // A reason phrase for statuses Beast does not know (499).
 std::string_view reason_phrase(int status);
+// The status line and fields of `head` as they go on the wire, ending with the empty line.
+std::string serialize_head(const bhttp::response_header<>& head);
 
 }  // namespace infera::http::wire

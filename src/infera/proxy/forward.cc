@@ -95,12 +95,18 @@ net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
       co_return o;
     }
     o.body_bytes += piece->size();
-    wrote = co_await out.write(*piece);
+    // The worker's last piece and the end of the body go to the client in one write.
+    const bool last = up.done();
+    wrote = co_await out.write(*piece, last);
     if (!wrote.ok()) {
       // The client left (or stalled past the write deadline): cancel the upstream request.
       up.close();
       o.error = wrote;
       o.result = ForwardResult::kClientGone;
+      co_return o;
+    }
+    if (last) {
+      o.result = ForwardResult::kCompleted;
       co_return o;
     }
     // The read waits no longer than the request's deadline (a silent worker would otherwise hold
