@@ -377,6 +377,13 @@ class Runner {
         ++outputs;
       }
     }
+    // Read the body's end after [DONE] (bounded), so the connection goes back to the pool
+    // instead of being closed and the next request reconnecting.
+    for (size_t drained = 0; ok && done && !up.done() && drained < 65536;) {
+      auto rest = co_await up.read();
+      if (!rest.ok() || rest->empty()) break;
+      drained += rest->size();
+    }
     if (ok && (first < 0 || !done)) {
       fail(first < 0 ? "no tokens in the stream" : "stream ended without [DONE]");
       ok = false;
