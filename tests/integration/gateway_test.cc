@@ -596,6 +596,21 @@ TEST_F(GatewayTest, AtTheInFlightCapARequestWaitsInTheQueueForAFreeSlot) {
   EXPECT_FALSE(held.get_future().get().ok());  // the first client gave up, freeing the slot
 }
 
+TEST_F(GatewayTest, AtTheInFlightCapAQueuedRequestIsShedWhenItsQueueWaitRunsOut) {
+  FakeEngine engine(loop_);
+  start_gateway({engine.url()}, {"--max-inflight-per-worker", "1", "--max-queue", "8",
+                                 "--max-queue-wait-s", "0.2"});
+  std::promise<Status> held;
+  hold_one_request(loop_, endpoint_, engine, std::chrono::milliseconds(2000), held);
+  // The slot stays taken for 2 s; the queued request is refused after 0.2 s, not served late.
+  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(14, 1)));
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_FALSE(r.header("Retry-After").empty());
+  EXPECT_NE(r.body.find("in-flight limit"), std::string::npos) << r.body;
+  EXPECT_EQ(engine.requests.load(), 1);  // still only the held one: this request never went
+  EXPECT_FALSE(held.get_future().get().ok());
+}
+
 // ---- Prefill/decode disaggregation (vLLM style, two calls) ----
 
 boost::json::object parse_object(const std::string& text) {

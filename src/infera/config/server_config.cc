@@ -16,6 +16,7 @@ Status validate(const ServerConfig& c) {
     return invalid_argument("overlap weights must be >= 0");
   }
   if (c.router_temperature < 0) return invalid_argument("--router-temperature must be >= 0");
+  if (!(c.max_queue_wait_s >= 0)) return invalid_argument("--max-queue-wait-s must be >= 0");
   if (c.discovery_backend == "static") {
     if (c.workers.empty()) {
       return invalid_argument("--discovery-backend static needs at least one --worker URL");
@@ -125,6 +126,8 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
   f.add("--max-inflight-per-worker", &c.max_inflight_per_worker,
         "requests in flight per worker before queueing (default 0 = unlimited)", "N");
   f.add("--max-queue", &c.max_queue, "requests waiting for a worker below its in-flight cap before 429 (default 4096)", "N");
+  f.add("--max-queue-wait-s", &c.max_queue_wait_s,
+        "longest a request waits in that queue before 429 (default 30)", "SECONDS");
   f.add("--shutdown-grace-s", &c.shutdown_grace_s,
         "on SIGTERM, how long in-flight streams may finish (default 30)", "SECONDS");
   f.add("--admin-token", &c.admin_token,

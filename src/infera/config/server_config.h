@@ -50,6 +50,7 @@ struct ServerConfig {
   uint32_t retries = 2;                  // other workers tried when one fails before any byte
   uint32_t max_inflight_per_worker = 0;  // 0: unlimited
   uint32_t max_queue = 4096;             // requests waiting for a worker slot before 429
+  double max_queue_wait_s = 30;          // longest wait in that queue before 429
   double shutdown_grace_s = 30;
   // Admin API
   std::string admin_token;  // bearer token for /v1/admin/* and /metrics when set

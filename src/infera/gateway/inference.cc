@@ -88,8 +88,9 @@ enum class Pick { kOk, kQueueFull, kAtCapacity, kNone };
 
 // Fills `out` with `stage`'s candidates (excluding `tried`; with `protocol`, only workers that
 // speak it). When every worker is at its in-flight cap and `may_queue` (a first attempt), waits
-// in the bounded queue for a slot, up to the first-byte deadline; a full queue is kQueueFull, a
-// wait that runs out kAtCapacity.
+// in the bounded queue for a slot, up to --max-queue-wait-s (and the request's deadline): a
+// full queue is kQueueFull, a wait that runs out kAtCapacity. Both are shed with 429 and
+// Retry-After: under overload a late answer is worth less than a prompt refusal to retry.
 net::awaitable<Pick> wait_for_candidates(GatewayContext& g, std::shared_ptr<const FleetView> view,
                                          std::string model, routing::Stage stage,
                                          std::vector<kv::WorkerId> tried,
@@ -107,8 +108,9 @@ net::awaitable<Pick> wait_for_candidates(GatewayContext& g, std::shared_ptr<cons
       g.queued.fetch_sub(1);
       co_return Pick::kQueueFull;
     }
-    const Nanos wait_until =
-        std::min(deadline, g.clock.now() + from_seconds(g.config.upstream_first_byte_timeout_s));
+    const Nanos wait_until = std::min(
+        deadline, g.clock.now() + from_seconds(std::min(g.config.max_queue_wait_s,
+                                                        g.config.upstream_first_byte_timeout_s)));
     // Registered before the re-check: a slot freed in between still wakes this request.
     SlotQueue::Ticket ticket = co_await g.slots.enter();
     fill();
