@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -336,6 +337,7 @@ struct ClientStream::State {
   Headers headers;
   bool done = false;
   bool keep_alive = false;
+  std::optional<Status> pending_error;  // a parse error found after a piece was read
   std::array<char, client_internal::kStreamBufferBytes> buffer;
 
   // The body is complete: the connection goes back to the pool when the upstream keeps it.
@@ -391,6 +393,12 @@ net::awaitable<Result<std::string_view>> ClientStream::read(SteadyTime deadline)
     s.drop();
     co_return cancelled("upstream " + s.endpoint.key() + ": cancelled");
   }
+  if (s.pending_error) {
+    const Status error = *s.pending_error;
+    s.pending_error.reset();
+    s.drop();
+    co_return error;
+  }
   for (;;) {
     auto& body = s.parser->get().body();
     body.data = s.buffer.data();
@@ -402,6 +410,21 @@ net::awaitable<Result<std::string_view>> ClientStream::read(SteadyTime deadline)
     if (ec) {
       s.drop();
       co_return exchange_status(ec, "reading the response body", s.endpoint);
+    }
+    // Every chunk already received goes into this piece too (up to the buffer), not one chunk
+    // per call: a relay that fell behind catches up with one write instead of one per chunk.
+    // (Beast's eager mode would do this inside async_read_some, but then waits for the socket
+    // when the received bytes end inside a chunk header.)
+    while (!s.parser->is_done() && s.conn->buffer.size() > 0 && s.parser->get().body().size > 0) {
+      beast::error_code more;
+      const size_t used = s.parser->put(s.conn->buffer.data(), more);
+      s.conn->buffer.consume(used);
+      if (more == bhttp::error::need_buffer || more == bhttp::error::need_more) break;
+      if (more) {  // reported with the next read, after this piece's bytes
+        s.pending_error = exchange_status(more, "reading the response body", s.endpoint);
+        break;
+      }
+      if (used == 0) break;
     }
     const size_t got = s.buffer.size() - s.parser->get().body().size;
     if (s.parser->is_done()) s.complete();

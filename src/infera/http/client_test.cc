@@ -240,6 +240,61 @@ TEST_F(ClientTest, StreamDeliversPiecesAsTheyArrive) {
   EXPECT_EQ(client.stats().idle, 1u);  // the connection went back to the pool
 }
 
+TEST_F(ClientTest, StreamReadReturnsEveryChunkAlreadyReceivedInOnePiece) {
+  // A relay that fell behind catches up with one piece (one write downstream), not one per chunk.
+  RawUpstream upstream([](int fd, int) {
+    std::string buf;
+    read_request_head(fd, buf);
+    send_raw(fd,
+             "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+             "\r\n9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n9\r\ndata: 3\n\n\r\n0\r\n\r\n");
+    char tmp[64];
+    while (::recv(fd, tmp, sizeof(tmp), 0) > 0) {  // until the client closes
+    }
+  });
+  Client client;
+  auto opened = run(loop_, client.stream(upstream.endpoint(), get("/")));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  ClientStream stream = std::move(opened.value());
+  auto piece = run(loop_, [&]() -> net::awaitable<Result<std::string>> {
+    auto p = co_await stream.read();
+    if (!p.ok()) co_return p.status();
+    co_return std::string(*p);
+  }());
+  ASSERT_TRUE(piece.ok()) << piece.status().to_string();
+  EXPECT_EQ(*piece, "data: 1\n\ndata: 2\n\ndata: 3\n\n");
+  EXPECT_TRUE(stream.done());
+}
+
+TEST_F(ClientTest, AMalformedChunkAfterGoodOnesFailsTheReadAfterTheirPiece) {
+  RawUpstream upstream([](int fd, int) {
+    std::string buf;
+    read_request_head(fd, buf);
+    send_raw(fd,
+             "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+             "\r\n9\r\ndata: 1\n\n\r\nZZ\r\ngarbage\r\n");
+    char tmp[64];
+    while (::recv(fd, tmp, sizeof(tmp), 0) > 0) {
+    }
+  });
+  Client client;
+  auto opened = run(loop_, client.stream(upstream.endpoint(), get("/")));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  ClientStream stream = std::move(opened.value());
+  auto read_one = [&]() -> net::awaitable<Result<std::string>> {
+    auto p = co_await stream.read();
+    if (!p.ok()) co_return p.status();
+    co_return std::string(*p);
+  };
+  auto first = run(loop_, read_one());
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(*first, "data: 1\n\n");
+  auto second = run(loop_, read_one());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kDataLoss) << second.status().to_string();
+  EXPECT_FALSE(stream.done());
+}
+
 TEST_F(ClientTest, RefusedConnectionFailsBeforeTheFirstByte) {
   Client client;
   auto r = run(loop_, client.request(Endpoint{"127.0.0.1", testing::closed_port()}, get("/")));
