@@ -664,7 +664,8 @@ TEST(FaultE2eTest, OverloadIsShedWith429AndRetryAfter) {
 }
 
 // The short soak (CI): `infera bench` in its soak mode through the server: it measures the
-// fleet's capacity (a closed loop), then sends a half-streamed, half-JSON mix at 50 % of it
+// fleet's capacity (the highest open-loop rate it keeps up with, found with 3 s probes below
+// the closed-loop throughput), then sends a half-streamed, half-JSON mix at 50 % of it
 // (the shared CI machine's capacity moves during a run; the 10-minute run uses 80 %). Nothing
 // may be lost, and the server's open fds must come back within its pool's bound.
 // docs/reliability.md has the 10-minute run.
@@ -682,7 +683,8 @@ TEST(FaultE2eTest, ShortSoakThroughTheServerLosesNothing) {
       {kBinary, "bench", "--url", server->url(), "--workload", "prefix-families", "--groups", "4",
        "--system-tokens", "256", "--question-tokens", "32", "--output-tokens", "16",
        "--capacity-fraction", "0.5", "--duration-s", "8", "--stream-fraction", "0.5",
-       "--calibrate-requests", "300", "--calibrate-concurrency", "16", "--timeout-s",
+       "--calibrate-requests", "300", "--calibrate-concurrency", "16", "--probe-s", "3",
+       "--timeout-s",
        std::to_string(kRequestTimeoutS), "--watch-pid", std::to_string(server->process().pid()),
        // 8 s is warm-up more than steady state: RSS is judged by the 10-minute run. An fd
        // leaked per request would show as thousands here; the server's upstream pool keeps up

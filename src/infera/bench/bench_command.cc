@@ -49,7 +49,61 @@ struct SoakOptions {
   double window_s = 60;          // TTFT percentiles, RSS and fds per window of the soak
   double warmup_s = -1;          // RSS growth is judged from here (default: 10 % of the soak)
   double max_shed = 0.01;        // share of requests the gateway may refuse with 429/503
+  // "open": capacity is the highest open-loop rate the fleet keeps up with, searched below the
+  // closed-loop figure with probes; "closed": the closed-loop throughput itself.
+  std::string calibrate_mode = "open";
+  double probe_s = 10;             // length of each open-loop probe
+  double probe_max_ttft_ms = 500;  // a probe keeps up: TTFT p99 within this, nothing shed/failed
 };
+
+// One open-loop probe at `rate`: did the fleet keep up (every request answered, none shed or
+// failed, TTFT p99 within the bound, completions at >= 90 % of the offered rate: Poisson
+// arrivals of a short probe stray by a few per cent)?
+bool probe_keeps_up(const std::string& workload_name, WorkloadOptions w, HttpRunOptions o,
+                    const SoakOptions& so, double rate, uint64_t seed) {
+  w.requests = static_cast<uint32_t>(std::max(1.0, rate * so.probe_s));
+  w.rate_rps = rate;
+  w.seed = seed;
+  Result<Workload> probe = make_workload(workload_name, w);
+  if (!probe.ok()) return false;
+  o.concurrency = 0;
+  auto run = run_http(*probe, o);
+  if (!run.ok()) return false;
+  const PolicyReport& r = run->report;
+  const bool kept = r.errors == 0 && r.shed == 0 && r.requests == probe->requests.size() &&
+                    r.ttft_p99_ms <= so.probe_max_ttft_ms && r.throughput_rps >= 0.9 * rate;
+  std::fprintf(stderr,
+               "infera bench: probe %.0f/s for %.0f s: %s (answered %llu of %zu, shed %llu, "
+               "errors %llu, TTFT p99 %.1f ms, %.0f completed/s)\n",
+               rate, so.probe_s, kept ? "kept up" : "fell behind",
+               static_cast<unsigned long long>(r.requests), probe->requests.size(),
+               static_cast<unsigned long long>(r.shed), static_cast<unsigned long long>(r.errors),
+               r.ttft_p99_ms, r.throughput_rps);
+  return kept;
+}
+
+// The highest open-loop rate kept up with, at most `closed_rps`: a probe at the closed-loop
+// figure, then halving until a probe keeps up, then bisection (5 % resolution).
+double search_open_capacity(const std::string& workload_name, const WorkloadOptions& w,
+                            const HttpRunOptions& o, const SoakOptions& so, double closed_rps) {
+  uint64_t seed = w.seed + 1000;
+  if (probe_keeps_up(workload_name, w, o, so, closed_rps, seed++)) return closed_rps;
+  double hi = closed_rps, lo = closed_rps / 2;
+  while (!probe_keeps_up(workload_name, w, o, so, lo, seed++)) {
+    hi = lo;
+    lo /= 2;
+    if (lo < 1) return 0;
+  }
+  while (hi - lo > 0.05 * hi) {
+    const double mid = (lo + hi) / 2;
+    if (probe_keeps_up(workload_name, w, o, so, mid, seed++)) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
 
 // The watched process's RSS and fds every `every`, on a thread, until stop().
 class ProcessSampler {
@@ -111,12 +165,24 @@ int run_soak(const std::string& workload_name, WorkloadOptions w, HttpRunOptions
                  capacity.ok() ? "no request completed" : capacity.status().message().c_str());
     return 1;
   }
-  const double capacity_rps = capacity->report.throughput_rps;
+  const double closed_rps = capacity->report.throughput_rps;
+  std::fprintf(stderr, "infera bench: closed loop, %u in flight: %.1f requests/s\n",
+               so.calibrate_concurrency, closed_rps);
+  // A closed loop keeps every process busy and batching (many ready sockets per wake-up); an
+  // open loop at the same rate pays a wake-up per token and falls behind well below it on
+  // shared cores. The soak's capacity is by default what an open loop keeps up with.
+  const double capacity_rps = so.calibrate_mode == "open"
+                                  ? search_open_capacity(workload_name, w, o, so, closed_rps)
+                                  : closed_rps;
+  if (capacity_rps <= 0) {
+    std::fprintf(stderr, "infera bench: calibration failed: no open-loop rate kept up\n");
+    return 1;
+  }
   const double rate = so.capacity_fraction * capacity_rps;
-  std::fprintf(stderr,
-               "infera bench: capacity %.1f requests/s (closed loop, %u in flight); soak at %.1f/s "
-               "for %.0f s\n",
-               capacity_rps, so.calibrate_concurrency, rate, so.duration_s);
+  std::fprintf(stderr, "infera bench: capacity %.1f requests/s (%s); soak at %.1f/s for %.0f s\n",
+               capacity_rps,
+               so.calibrate_mode == "open" ? "highest open-loop rate kept up" : "closed loop",
+               rate, so.duration_s);
 
   w.requests = static_cast<uint32_t>(std::max(1.0, rate * so.duration_s));
   w.rate_rps = rate;
@@ -183,12 +249,12 @@ int run_soak(const std::string& workload_name, WorkloadOptions w, HttpRunOptions
   const uint64_t total = soak->requests.size();
   const uint64_t lost = total - std::min<uint64_t>(total, r.requests + r.shed);
   std::printf(
-      "SOAK {\"capacity_rps\":%.2f,\"rate_rps\":%.2f,\"duration_s\":%.1f,\"sent\":%llu,"
+      "SOAK {\"capacity_rps\":%.2f,\"closed_loop_rps\":%.2f,\"rate_rps\":%.2f,\"duration_s\":%.1f,\"sent\":%llu,"
       "\"requests\":%llu,\"shed\":%llu,\"errors\":%llu,\"lost\":%llu,\"stream_fraction\":%.2f,"
       "\"ttft_p50_ms\":%.1f,\"ttft_p99_ms\":%.1f,\"e2e_p50_ms\":%.1f,\"rss_kb_before\":%llu,"
       "\"rss_kb_after_warmup\":%llu,\"rss_kb_after\":%llu,\"rss_growth_from_start\":%.4f,"
       "\"rss_growth\":%.4f,\"fds_before\":%llu,\"fds_after\":%llu}\n",
-      capacity_rps, rate, r.duration_s, static_cast<unsigned long long>(total),
+      capacity_rps, closed_rps, rate, r.duration_s, static_cast<unsigned long long>(total),
       static_cast<unsigned long long>(r.requests), static_cast<unsigned long long>(r.shed),
       static_cast<unsigned long long>(r.errors), static_cast<unsigned long long>(lost),
       o.stream_fraction, r.ttft_p50_ms, r.ttft_p99_ms, r.e2e_p50_ms,
@@ -248,10 +314,20 @@ int run_bench_command(std::span<const std::string> args) {
   f.add("--stream-fraction", &o.stream_fraction,
         "share of requests streamed (default 1); the others get one JSON answer", "F");
   f.add("--capacity-fraction", &so.capacity_fraction,
-        "soak: measure capacity first (a closed loop of --calibrate-requests at "
-        "--calibrate-concurrency), then send --workload open-loop at this fraction of it for "
-        "--duration-s; fails on any lost request",
+        "soak: measure capacity first (see --calibrate-mode), then send --workload open-loop at "
+        "this fraction of it for --duration-s; fails on any lost request",
         "X");
+  f.add("--calibrate-mode", &so.calibrate_mode,
+        "soak: open (default): capacity is the highest open-loop rate kept up with, searched "
+        "with --probe-s probes below the closed-loop throughput of --calibrate-requests at "
+        "--calibrate-concurrency; closed: that closed-loop throughput itself",
+        "MODE");
+  f.add("--probe-s", &so.probe_s, "soak: length of each open-loop capacity probe (default 10)",
+        "SECONDS");
+  f.add("--probe-max-ttft-ms", &so.probe_max_ttft_ms,
+        "soak: a probe keeps up when nothing is shed or failed and TTFT p99 stays within this "
+        "(default 500)",
+        "MS");
   f.add("--duration-s", &so.duration_s, "soak: how long the open-loop phase lasts (default 60)",
         "SECONDS");
   f.add("--calibrate-requests", &so.calibrate_requests,
@@ -301,6 +377,14 @@ int run_bench_command(std::span<const std::string> args) {
   if (so.capacity_fraction > 0) {
     if (workload_name.empty() || so.duration_s <= 0) {
       std::fprintf(stderr, "infera bench: the soak needs --workload and --duration-s > 0\n");
+      return 2;
+    }
+    if (so.calibrate_mode != "open" && so.calibrate_mode != "closed") {
+      std::fprintf(stderr, "infera bench: --calibrate-mode must be open or closed\n");
+      return 2;
+    }
+    if (!(so.probe_s >= 1) || !(so.probe_max_ttft_ms > 0)) {
+      std::fprintf(stderr, "infera bench: --probe-s must be >= 1 and --probe-max-ttft-ms > 0\n");
       return 2;
     }
     if (!(so.window_s >= 0.1) || !(so.max_shed >= 0 && so.max_shed <= 1)) {
