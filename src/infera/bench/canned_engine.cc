@@ -1,0 +1,98 @@
+// A canned OpenAI-compatible upstream for measuring the gateway's own cost: it answers
+// /v1/completions and /v1/chat/completions at once with a fixed one-token completion (one JSON
+// answer, or an SSE stream when the body asks for one), so the engine side of a run costs
+// almost nothing. Not an engine: no tokenizer, no KV cache, no events (`infera engine mock` is
+// the simulated engine). It reports the model `canned` on /v1/models and block size 16 on
+// /metrics, as the gateway's probe expects.
+//
+// Usage: canned_engine PORT [IO_THREADS]   (PORT 0: any free port, printed on stdout)
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "infera/common/log.h"
+#include "infera/http/event_loop.h"
+#include "infera/http/server.h"
+#include "infera/http/sse.h"
+
+namespace {
+
+using infera::http::Method;
+using infera::http::Request;
+using infera::http::Response;
+using infera::http::ResponseWriter;
+namespace net = infera::net;
+
+constexpr std::string_view kAnswer =
+    R"({"id":"cmpl-canned","object":"text_completion","created":0,"model":"canned",)"
+    R"("choices":[{"index":0,"text":" ok","logprobs":null,"finish_reason":"length"}],)"
+    R"("usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}})";
+constexpr std::string_view kChunk =
+    R"({"id":"cmpl-canned","object":"text_completion","created":0,"model":"canned",)"
+    R"("choices":[{"index":0,"text":" ok","logprobs":null,"finish_reason":"length"}]})";
+
+bool wants_stream(std::string_view body) {
+  return body.find("\"stream\":true") != std::string_view::npos ||
+         body.find("\"stream\": true") != std::string_view::npos;
+}
+
+net::awaitable<Response> complete(Request& request, ResponseWriter& out) {
+  if (!wants_stream(request.body)) co_return Response::json(200, std::string(kAnswer));
+  std::string events = infera::http::sse_event(kChunk);
+  events += infera::http::kSseDone;
+  if ((co_await out.write_head(200, infera::http::kSseContentType)).ok()) {
+    (void)co_await out.write(events, /*last=*/true);
+  }
+  co_return Response{};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argc > 3) {
+    std::fprintf(stderr, "usage: canned_engine PORT [IO_THREADS]\n");
+    return 2;
+  }
+  const int port = std::atoi(argv[1]);
+  const int threads = argc == 3 ? std::atoi(argv[2]) : 1;
+  if (port < 0 || port > 65535 || threads < 1 || threads > 64) {
+    std::fprintf(stderr, "canned_engine: PORT must be 0..65535 and IO_THREADS 1..64\n");
+    return 2;
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before the loop's threads exist
+  infera::set_log_level(infera::LogLevel::kWarn);
+
+  infera::http::Routes routes;
+  routes.add(Method::kPost, "/v1/completions", complete);
+  routes.add(Method::kPost, "/v1/chat/completions", complete);
+  routes.add(Method::kGet, "/v1/models", [](Request&, ResponseWriter&) -> net::awaitable<Response> {
+    co_return Response::json(200, R"({"object":"list","data":[{"id":"canned","object":"model"}]})");
+  });
+  routes.add(Method::kGet, "/metrics", [](Request&, ResponseWriter&) -> net::awaitable<Response> {
+    co_return Response::text(200, "vllm:cache_config_info{block_size=\"16\"} 1\n");
+  });
+  routes.add(Method::kGet, "/health", [](Request&, ResponseWriter&) -> net::awaitable<Response> {
+    co_return Response::text(200, "ok");
+  });
+  infera::http::EventLoop loop(threads);
+  infera::http::ServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = static_cast<uint16_t>(port);
+  auto server = infera::http::Server::start(loop, options, std::move(routes));
+  if (!server.ok()) {
+    std::fprintf(stderr, "canned_engine: %s\n", server.status().message().c_str());
+    return 1;
+  }
+  std::printf("%u\n", static_cast<unsigned>((*server)->port()));
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  (*server)->shutdown(std::chrono::milliseconds(1000));
+  return 0;
+}
