@@ -63,9 +63,8 @@ struct GatewayContext {
   std::unique_ptr<Fleet> fleet;
   std::unique_ptr<discovery::WorkerSource> source;
   // Requests waiting for a worker below its --max-inflight-per-worker cap (bounded by
-  // --max-queue; beyond it, 429 with Retry-After).
-  std::atomic<uint32_t> queued{0};
-  SlotQueue slots;  // the queued requests, woken as in-flight calls end
+  // --max-queue; beyond it, 429 with Retry-After), woken as in-flight calls end.
+  SlotQueue slots;
 };
 
 // Route handlers (inference.cc, admin.cc).

@@ -104,24 +104,20 @@ net::awaitable<Pick> wait_for_candidates(GatewayContext& g, std::shared_ptr<cons
   };
   fill();
   if (out->empty() && at_capacity && may_queue) {
-    if (g.queued.fetch_add(1) >= g.config.max_queue) {
-      g.queued.fetch_sub(1);
-      co_return Pick::kQueueFull;
-    }
+    // Registered before the re-check: a slot freed in between still wakes this request.
+    std::optional<SlotQueue::Ticket> ticket = co_await g.slots.enter(g.config.max_queue);
+    if (!ticket) co_return Pick::kQueueFull;
     const Nanos wait_until = std::min(
         deadline, g.clock.now() + from_seconds(std::min(g.config.max_queue_wait_s,
                                                         g.config.upstream_first_byte_timeout_s)));
-    // Registered before the re-check: a slot freed in between still wakes this request.
-    SlotQueue::Ticket ticket = co_await g.slots.enter();
     fill();
     while (out->empty() && at_capacity) {
       const Nanos now = g.clock.now();
       if (now >= wait_until) break;
-      const SlotQueue::Wake woke = co_await ticket.wait(std::chrono::nanoseconds(wait_until - now));
+      const SlotQueue::Wake woke = co_await ticket->wait(std::chrono::nanoseconds(wait_until - now));
       if (woke != SlotQueue::Wake::kWoken) break;  // timed out, or the client went away
       fill();
     }
-    g.queued.fetch_sub(1);
   }
   if (!out->empty()) co_return Pick::kOk;
   co_return at_capacity ? Pick::kAtCapacity : Pick::kNone;

@@ -2,11 +2,12 @@
 
 namespace infera::gateway {
 
-net::awaitable<SlotQueue::Ticket> SlotQueue::enter() {
+net::awaitable<std::optional<SlotQueue::Ticket>> SlotQueue::enter(size_t max_waiting) {
   auto w = std::make_shared<Waiter>(co_await net::this_coro::executor);
   List::iterator it;
   {
     std::lock_guard lock(mu_);
+    if (waiters_.size() >= max_waiting) co_return std::nullopt;
     it = waiters_.insert(waiters_.end(), w);
   }
   co_return Ticket(this, it, std::move(w));

@@ -17,6 +17,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "infera/http/net.h"
 
@@ -27,9 +28,10 @@ class SlotQueue {
   class Ticket;
   enum class Wake { kWoken, kTimedOut, kCancelled };
 
-  // Registers a waiter on the calling coroutine's executor. Keep the ticket across the fleet
-  // check and the wait; it deregisters when destroyed.
-  net::awaitable<Ticket> enter();
+  // Registers a waiter on the calling coroutine's executor, unless `max_waiting` already wait
+  // (then nullopt: the queue is full). Keep the ticket across the fleet check and the wait; it
+  // deregisters when destroyed.
+  net::awaitable<std::optional<Ticket>> enter(size_t max_waiting);
 
   // Wakes the oldest waiter that is not woken yet, if any. Any thread.
   void notify_one();

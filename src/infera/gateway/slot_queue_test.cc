@@ -24,6 +24,8 @@ struct Waiting {
   std::future<Wake> woke;
 };
 
+constexpr size_t kUnbounded = SIZE_MAX;
+
 std::unique_ptr<Waiting> start_waiter(http::EventLoop& loop, SlotQueue& q,
                                       std::chrono::milliseconds timeout) {
   auto w = std::make_unique<Waiting>();
@@ -31,7 +33,7 @@ std::unique_ptr<Waiting> start_waiter(http::EventLoop& loop, SlotQueue& q,
   w->woke = net::co_spawn(
       net::make_strand(loop.context()),
       [&q, entered, timeout]() -> net::awaitable<Wake> {
-        SlotQueue::Ticket t = co_await q.enter();
+        SlotQueue::Ticket t = *co_await q.enter(kUnbounded);
         entered->set_value();
         co_return co_await t.wait(timeout);
       },
@@ -70,7 +72,7 @@ TEST(SlotQueueTest, ANotifyBetweenEnterAndWaitIsNotLost) {
   auto woke = net::co_spawn(
       loop.context(),
       [&]() -> net::awaitable<Wake> {
-        SlotQueue::Ticket t = co_await q.enter();
+        SlotQueue::Ticket t = *co_await q.enter(kUnbounded);
         q.notify_one();  // a slot freed after registering, before waiting
         co_return co_await t.wait(30s);
       },
@@ -98,8 +100,8 @@ TEST(SlotQueueTest, AWakeUpNotUsedGoesToTheNextWaiter) {
   auto woke = net::co_spawn(
       loop.context(),
       [&]() -> net::awaitable<Wake> {
-        std::optional<SlotQueue::Ticket> a(co_await q.enter());
-        SlotQueue::Ticket b = co_await q.enter();
+        std::optional<SlotQueue::Ticket> a = co_await q.enter(kUnbounded);
+        SlotQueue::Ticket b = *co_await q.enter(kUnbounded);
         q.notify_one();  // wakes a, the oldest
         a.reset();       // a leaves without waiting
         co_return co_await b.wait(30s);
@@ -107,6 +109,27 @@ TEST(SlotQueueTest, AWakeUpNotUsedGoesToTheNextWaiter) {
       net::use_future);
   ASSERT_EQ(woke.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(woke.get(), Wake::kWoken);
+  EXPECT_EQ(q.waiting(), 0u);
+  loop.stop();
+}
+
+TEST(SlotQueueTest, AFullQueueRefusesTheNextWaiterAndTakesOneOnceAPlaceFrees) {
+  http::EventLoop loop(1);
+  SlotQueue q;
+  auto entered = net::co_spawn(
+      loop.context(),
+      [&]() -> net::awaitable<std::vector<bool>> {
+        std::optional<SlotQueue::Ticket> a = co_await q.enter(2);
+        std::optional<SlotQueue::Ticket> b = co_await q.enter(2);
+        std::optional<SlotQueue::Ticket> c = co_await q.enter(2);  // full: refused
+        const bool refused = !c.has_value();
+        a.reset();  // a place frees
+        std::optional<SlotQueue::Ticket> d = co_await q.enter(2);
+        co_return std::vector<bool>{b.has_value(), refused, d.has_value(), q.waiting() == 2};
+      },
+      net::use_future);
+  ASSERT_EQ(entered.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(entered.get(), (std::vector<bool>{true, true, true, true}));
   EXPECT_EQ(q.waiting(), 0u);
   loop.stop();
 }
