@@ -115,15 +115,14 @@ net::awaitable<Status> ResponseWriter::write(std::string_view bytes, bool last) 
   if (last) s.finished = true;
   if (s.conn.client_gone || s.failed) co_return cancelled("client disconnected");
   if (bytes.empty() && !last) co_return ok_status();
-  // Gathered into one write: the pending head, "<hex size>\r\n" <bytes> "\r\n", the last chunk.
+  // Gathered into one write: the pending head, the chunk ("<hex size>\r\n" <bytes> "\r\n"; an
+  // HTTP/1.0 body goes as is), the last chunk.
   std::array<net::const_buffer, 5> buffers;
   size_t count = 0;
   if (!s.pending_head.empty()) buffers[count++] = net::buffer(s.pending_head);
   std::array<char, 24> size_line{};
-  if (!s.chunked) {
-    buffers[count++] = net::buffer(bytes.data(), bytes.size());
-  } else {
-    if (!bytes.empty()) {
+  if (!bytes.empty()) {
+    if (s.chunked) {
       static constexpr char kHex[] = "0123456789abcdef";
       size_t len = bytes.size();
       size_t pos = size_line.size() - 2;
@@ -134,12 +133,12 @@ net::awaitable<Status> ResponseWriter::write(std::string_view bytes, bool last) 
         len >>= 4;
       } while (len != 0);
       buffers[count++] = net::buffer(size_line.data() + pos, size_line.size() - pos);
-      buffers[count++] = net::buffer(bytes.data(), bytes.size());
-      buffers[count++] = net::buffer("\r\n", 2);
     }
-    if (last) buffers[count++] = net::buffer("0\r\n\r\n", 5);
+    buffers[count++] = net::buffer(bytes.data(), bytes.size());
+    if (s.chunked) buffers[count++] = net::buffer("\r\n", 2);
   }
-  if (count == 0) co_return ok_status();
+  if (last && s.chunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
+  if (count == 0) co_return ok_status();  // an HTTP/1.0 body ending with nothing left to send
   s.conn.stream.expires_after(s.options.write_timeout);
   auto [ec, n] = co_await net::async_write(
       s.conn.stream, std::span<const net::const_buffer>(buffers.data(), count), use_nothrow);

@@ -46,7 +46,9 @@ void set_headers(bhttp::fields& fields, const Headers& headers);
 
 // A reason phrase for statuses Beast does not know (499).
 std::string_view reason_phrase(int status);
-// The status line and fields of `head` as they go on the wire, ending with the empty line.
+// The status line and fields of `head` as they go on the wire, ending with the empty line: the
+// text ResponseWriter gathers into one write with the first body bytes (Beast's serializer
+// writes a head on its own).
 std::string serialize_head(const bhttp::response_header<>& head);
 
 }  // namespace infera::http::wire
