@@ -48,4 +48,13 @@ struct OpenAiRequest {
 Result<OpenAiRequest> parse_openai_request(ApiKind kind, std::string_view body,
                                            const RequestLimits& limits, std::string* param = nullptr);
 
+namespace detail {
+// Completions bodies are read by a fast reader for plain JSON (ASCII strings without escapes,
+// integers, fractions) and only otherwise by Boost.JSON's parser. This is the parse by Boost.JSON
+// alone; tests and the fuzz target check that the two agree on every body.
+Result<OpenAiRequest> parse_completions_by_boost(std::string_view body,
+                                                 const RequestLimits& limits,
+                                                 std::string* param = nullptr);
+}  // namespace detail
+
 }  // namespace infera::gateway
