@@ -46,6 +46,17 @@ class CompletionsHandler {
     return std::move(request);
   }
 
+  // Whether the array being read is the prompt's token ids (or may become them): a plain
+  // integer element below 2^32 may then go to take_id(), which is on_int64() for that case.
+  bool reading_ids() const {
+    return field_ == Field::kPrompt && depth_ == 2 &&
+           (shape_ == Shape::kNone || shape_ == Shape::kIds);
+  }
+  void take_id(uint32_t id) {
+    shape_ = Shape::kIds;
+    store_id(id);
+  }
+
   bool on_document_begin(error_code&) { return true; }
   bool on_document_end(error_code&) { return true; }
   bool on_comment_part(json::string_view, error_code&) { return true; }
@@ -337,12 +348,24 @@ class PlainJsonReader {
       return h_.on_array_end(0, ec_);
     }
     do {
-      if (!value(depth)) return false;
+      if (!(h_.reading_ids() && token_id()) && !value(depth)) return false;
       skip_space();
     } while (p_ != end_ && *p_ == ',' && (++p_, skip_space(), true));
     if (p_ == end_ || *p_ != ']') return false;
     ++p_;
     return h_.on_array_end(0, ec_);
+  }
+  // The common element of a token id array: 1-7 digits without a leading zero, sign, fraction
+  // or exponent, with 8 bytes readable. Anything else is left to value().
+  bool token_id() {
+    if (end_ - p_ < 8) return false;
+    const size_t n = leading_digits(p_);
+    if (n == 0 || n == 8 || (*p_ == '0' && n > 1)) return false;
+    const char after = p_[n];
+    if (after == '.' || after == 'e' || after == 'E') return false;
+    h_.take_id(static_cast<uint32_t>(eight_digits(p_, n)));
+    p_ += n;
+    return true;
   }
   // A string of printable ASCII without escapes.
   bool string(std::string_view& out) {
