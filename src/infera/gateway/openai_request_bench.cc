@@ -32,7 +32,11 @@ void BM_ParseCompletionsIds(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
   state.SetLabel(boost_only ? "boost.json basic_parser" : "plain-JSON reader");
 }
-BENCHMARK(BM_ParseCompletionsIds)->Args({1000, 0})->Args({1000, 1})->Args({8192, 0})->Args({8192, 1});
+BENCHMARK(BM_ParseCompletionsIds)
+    ->Args({1000, 0})
+    ->Args({1000, 1})
+    ->Args({8192, 0})
+    ->Args({8192, 1});
 
 void BM_ParseChat(benchmark::State& state) {
   std::string body = R"({"model":"m","messages":[{"role":"system","content":")";
