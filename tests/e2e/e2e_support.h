@@ -11,6 +11,7 @@
 #include <boost/json.hpp>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -183,6 +184,7 @@ struct Reply {
   std::string body;       // de-chunked
   std::map<std::string, std::string> headers;
   double first_data_ms = -1;  // from sending the request to the first "data: " of a stream
+  std::string error;          // status 0: what failed (connect, send, or the answer's head)
   std::string header(const std::string& name) const {
     auto it = headers.find(name);
     return it == headers.end() ? "" : it->second;
@@ -207,7 +209,14 @@ inline Reply http_call(uint16_t port, std::string_view method, std::string_view 
                        std::string_view body = {}, Ms deadline = Ms(60'000)) {
   Reply out;
   http::testing::RawConn c(port);
-  if (!c.ok() || !c.send_all(request_text(method, target, body))) return out;
+  if (!c.ok()) {
+    out.error = std::string("connect: ") + std::strerror(errno);
+    return out;
+  }
+  if (!c.send_all(request_text(method, target, body))) {
+    out.error = std::string("send: ") + std::strerror(errno);
+    return out;
+  }
   const auto sent = std::chrono::steady_clock::now();
   if (body.find("\"stream\":true") != std::string_view::npos && c.read_until("data: ", deadline)) {
     out.first_data_ms =
@@ -215,6 +224,7 @@ inline Reply http_call(uint16_t port, std::string_view method, std::string_view 
   }
   http::testing::RawResponse r = c.read_response(deadline);
   out.status = r.status;
+  if (r.status == 0) out.error = "no answer head before the deadline or the connection's end";
   out.complete = r.complete;
   out.body = std::move(r.body);
   out.headers = std::move(r.headers);
