@@ -105,7 +105,7 @@ struct EventPool {
     tokens.resize(static_cast<size_t>(kPoolEvents) * kRun * kBs);
     for (TokenId& t : tokens) t = static_cast<TokenId>(rng.uniform(150000));
     engines.resize(static_cast<size_t>(kPoolEvents) * kRun);
-    for (size_t i = 0; i < engines.size(); ++i) engines[i] = (uint64_t{1} << 62) + seed * (1 << 24) + i;
+    for (uint64_t& h : engines) h = rng.next();  // random, as engines send (see kv_population.h)
     for (uint32_t e = 0; e < kPoolEvents; ++e) {
       const WorkerId w = e % kWorkers;
       auto hs = std::span<const uint64_t>(engines).subspan(static_cast<size_t>(e) * kRun, kRun);
