@@ -283,7 +283,7 @@ EtcdWorkerSource::EtcdWorkerSource(http::EventLoop& loop, http::Endpoint endpoin
     : loop_(loop),
       endpoint_(std::move(endpoint)),
       options_(std::move(options)),
-      cancel_(std::make_unique<Cancel>(loop_.context())) {
+      cancel_(std::make_shared<Cancel>(loop_.context())) {
   http::ClientOptions co;
   co.connect_timeout = std::chrono::milliseconds(2'000);
   co.response_timeout = std::chrono::milliseconds(5'000);
@@ -316,8 +316,11 @@ void EtcdWorkerSource::stop() {
   if (!started_) return;
   started_ = false;
   stop_.store(true);
-  // Cancel the pending read or pause; the watcher then returns at once.
-  net::post(cancel_->strand, [this] { cancel_->signal.emit(net::cancellation_type::terminal); });
+  // Cancel the pending read or pause; the watcher then returns at once. The posted handler owns
+  // the signal: when the watcher has already returned (it saw stop_ after a read), the wait below
+  // ends at once and this source may be destroyed before the handler runs.
+  net::post(cancel_->strand,
+            [cancel = cancel_] { cancel->signal.emit(net::cancellation_type::terminal); });
   done_future_.wait();
 }
 

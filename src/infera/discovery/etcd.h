@@ -99,7 +99,9 @@ class EtcdWorkerSource final : public WorkerSource {
   http::Endpoint endpoint_;
   EtcdSourceOptions options_;
   std::unique_ptr<http::Client> client_;
-  std::unique_ptr<Cancel> cancel_;
+  // Shared with the cancellation stop() posts, which may run after this source is gone when
+  // the watcher had already returned on its own.
+  std::shared_ptr<Cancel> cancel_;
   Listener listener_;
   std::map<std::string, WorkerInfo> workers_;  // by etcd key; loop-side only
   std::atomic<bool> stop_{false};
