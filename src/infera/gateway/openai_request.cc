@@ -204,10 +204,8 @@ class CompletionsHandler {
     if (!errors_[slot]) errors_[slot] = std::move(message);
   }
   void number(bool is_id, uint32_t id) {
-    if (field_ == Field::kPrompt && depth_ == 2 &&
-        (shape_ == Shape::kNone || shape_ == Shape::kIds) && is_id) {
-      shape_ = Shape::kIds;
-      store_id(id);
+    if (is_id && reading_ids()) {
+      take_id(id);
     } else if (field_ == Field::kPrompt && depth_ == 3 && in_list_ && is_id) {
       if (elements_ == 1) store_id(id);  // a batch routes by its first prompt
     } else {
