@@ -74,13 +74,28 @@ class FlatU64Map {
   const V* find(uint64_t key) const { return const_cast<FlatU64Map*>(this)->find(key); }
   bool contains(uint64_t key) const { return find(key) != nullptr; }
 
-  // Hints the cache that `key` will be looked up (or written) soon. Batch operations prefetch
-  // every key first so the cache misses overlap instead of queueing one after another.
-  void prefetch(uint64_t key) const {
-    if (slots_) __builtin_prefetch(&slots_[home(key)]);
-  }
+  // Hints the cache that `key` will be looked up soon. Batch operations prefetch every key
+  // first so the cache misses overlap instead of queueing one after another.
+  void prefetch(uint64_t key) const { prefetch_line(slot_address(key)); }
+  // For a key about to be inserted or erased: both the home line and the next, since at this
+  // table's load an insert shifts entries up to the next empty slot, often across a line.
   void prefetch_for_write(uint64_t key) const {
-    if (slots_) __builtin_prefetch(&slots_[home(key)], 1);
+    prefetch_line(slot_address(key));
+    prefetch_line(slot_address(key) + 64);
+  }
+  // The second stage of a batch insert or erase, once the lines prefetch_for_write asked for
+  // have arrived: when `key`'s cluster runs past them (no empty slot), asks for the next two
+  // lines as well, so no operation of the batch then waits on a miss of its own.
+  void prefetch_cluster(uint64_t key) const {
+    if (!slots_) return;
+    const size_t start = home(key);
+    const size_t in_two_lines = (128 - (slot_address(key) & 63)) / sizeof(Slot);
+    size_t i = start;
+    for (size_t n = 0; n < in_two_lines; ++n, i = next(i)) {
+      if (slots_[i].key == 0) return;
+    }
+    prefetch_line(slot_address(key) + 128);
+    prefetch_line(slot_address(key) + 192);
   }
 
   // Returns the value for `key`, inserting `init` when absent; `.second` tells which.
@@ -159,6 +174,11 @@ class FlatU64Map {
     return static_cast<size_t>(mul_hi64(mixed, cap_));
   }
   size_t next(size_t i) const { return i + 1 == cap_ ? 0 : i + 1; }
+  // The address of `key`'s home slot, as an integer: prefetching needs no valid pointer (an
+  // empty table gives 0, and a prefetch never faults) and may run past the table's end.
+  uintptr_t slot_address(uint64_t key) const {
+    return reinterpret_cast<uintptr_t>(slots_) + home(key) * sizeof(Slot);
+  }
   size_t distance(uint64_t key, size_t pos) const {
     const size_t h = home(key);
     return pos >= h ? pos - h : pos + cap_ - h;

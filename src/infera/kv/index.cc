@@ -289,15 +289,19 @@ ApplyResult KvIndex::apply(const StoredEvent& event) {
   }
 
   if (event.medium == Medium::kGpu) {
-    // Chain the router hashes, then prefetch every slot the inserts will touch so their cache
-    // misses overlap (the tables are far larger than the caches at fleet scale).
+    // The tables are far larger than the caches at fleet scale, and this machine class waits
+    // ~250 ns per miss, so every line an insert will touch is asked for before any insert
+    // runs, in two stages (home lines, then the rest of long clusters), and the misses of the
+    // whole event overlap. Chaining the router hashes fills the wait for the first stage.
+    for (const uint64_t engine : event.engine_hashes) w.gpu.prefetch_for_write(engine);
     for (size_t i = 0; i < num_blocks; ++i) {
       local[i] = has_parent ? chain_block_hash(prev, local[i], seed) : local[i];
       has_parent = true;
       prev = local[i];
-      w.gpu.prefetch_for_write(event.engine_hashes[i]);
       g.holders.prefetch_for_write(local[i]);
     }
+    for (const uint64_t engine : event.engine_hashes) w.gpu.prefetch_cluster(engine);
+    for (size_t i = 0; i < num_blocks; ++i) g.holders.prefetch_cluster(local[i]);
     for (size_t i = 0; i < num_blocks; ++i) {
       const uint64_t router = local[i];
       const uint64_t engine = event.engine_hashes[i];
@@ -351,8 +355,9 @@ ApplyResult KvIndex::apply(const RemovedEvent& event) {
     }
     WorkerState& w = g.workers[event.worker % kGroupSize];
     if (event.medium == Medium::kGpu) {
-      // Three passes so the cache misses of a batch overlap: prefetch the engine slots, read the
-      // router hashes and prefetch their holder slots, then erase.
+      // Passes so the cache misses of a batch overlap: prefetch the engine slots; read the
+      // router hashes, prefetch their holder slots and the rest of long engine clusters; the
+      // rest of long holder clusters; then erase.
       for (const uint64_t engine : event.engine_hashes) w.gpu.prefetch_for_write(engine);
       constexpr size_t kBatch = 32;
       uint64_t routers[kBatch];
@@ -363,6 +368,10 @@ ApplyResult KvIndex::apply(const RemovedEvent& event) {
           const uint64_t* router = w.gpu.find(chunk[i]);
           routers[i] = router ? *router : 0;
           if (router) g.holders.prefetch_for_write(*router);
+          w.gpu.prefetch_cluster(chunk[i]);  // the backward shift of erase walks the cluster
+        }
+        for (size_t i = 0; i < chunk.size(); ++i) {
+          if (routers[i] != 0) g.holders.prefetch_cluster(routers[i]);
         }
         for (size_t i = 0; i < chunk.size(); ++i) {
           const uint64_t engine = chunk[i];
