@@ -106,9 +106,36 @@ class FlatU64Map {
       zero_value_ = std::move(init);
       return {&zero_value_, true};
     }
-    if (V* v = find(key)) return {v, false};
-    if ((size_ + 1) * 100 > cap_ * max_load_percent_) grow();
-    return {insert_new(key, std::move(init)), true};
+    if (!slots_ || (size_ + 1) * 100 > cap_ * max_load_percent_) {
+      if (V* v = find(key)) return {v, false};
+      grow();
+      return {insert_new(key, std::move(init)), true};
+    }
+    // One walk finds the key or the slot where Robin Hood order puts it: the first slot whose
+    // entry is closer to its home than the key would be.
+    size_t i = home(key);
+    for (size_t dist = 0;; ++dist, i = next(i)) {
+      Slot& s = slots_[i];
+      if (s.key == key) return {&s.value, false};
+      if (s.key == 0) {
+        s = Slot{key, std::move(init)};
+        ++size_;
+        return {&s.value, true};
+      }
+      if (distance(s.key, i) < dist) break;
+    }
+    // Absent: move the run from i to the next empty slot one step right (each entry ends one
+    // further from home and the order is kept), with no home computed per moved entry.
+    size_t j = next(i);
+    while (slots_[j].key != 0) j = next(j);
+    while (j != i) {
+      const size_t before = j == 0 ? cap_ - 1 : j - 1;
+      slots_[j] = std::move(slots_[before]);
+      j = before;
+    }
+    slots_[i] = Slot{key, std::move(init)};
+    ++size_;
+    return {&slots_[i].value, true};
   }
 
   bool erase(uint64_t key) {
