@@ -10,7 +10,8 @@
 // writer-preferring RwLock. Event threads hold a group's lock exclusively while applying one
 // event (microseconds); request threads hold it shared while scanning that group. Groups never
 // block each other. A query over several groups sees each group at one instant, not all groups
-// at the same instant, which is harmless because events are asynchronous anyway.
+// at the same instant, which is harmless because events are asynchronous anyway. The lock
+// spins briefly before sleeping (rw_lock.h), since both sides hold it for microseconds.
 // Every public method may be called from any thread.
 #pragma once
 
