@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <unordered_map>
+#include <vector>
 
 #include "infera/common/random.h"
 
@@ -37,6 +38,35 @@ TEST(FlatU64MapTest, KeyZeroIsAnOrdinaryKey) {
 
 // Random operations against std::unordered_map: every lookup agrees, through growth and
 // backward-shift deletions, with both random and sequential keys.
+// Keys whose home is slot `home` of a 16-slot table: home = top 4 bits of key * phi, so take
+// the wanted product and multiply by phi's inverse modulo 2^64.
+uint64_t key_with_home(uint64_t home, uint64_t n) {
+  constexpr uint64_t kPhiInverse = 0xf1de83e19937733dULL;  // * 0x9E3779B97F4A7C15 == 1
+  return ((home << 60) | n) * kPhiInverse;
+}
+
+TEST(FlatU64MapTest, InsertShiftsARunAcrossTheTableEnd) {
+  FlatU64Map<uint64_t> m;
+  std::vector<uint64_t> keys;
+  // Four keys at home 15 fill slots 15, 0, 1, 2; keys at home 14 then go before them, so each
+  // insert shifts the run that wraps around the table's end.
+  for (uint64_t n = 1; n <= 4; ++n) keys.push_back(key_with_home(15, n));
+  for (uint64_t n = 1; n <= 4; ++n) keys.push_back(key_with_home(14, n));
+  for (const uint64_t k : keys) EXPECT_TRUE(m.try_emplace(k, k + 1).second);
+  ASSERT_EQ(m.capacity(), 16u);  // still the first table: the homes above hold
+  for (const uint64_t k : keys) {
+    ASSERT_NE(m.find(k), nullptr);
+    EXPECT_EQ(*m.find(k), k + 1);
+    EXPECT_FALSE(m.try_emplace(k, 0).second);
+  }
+  // Erasing from the front of the run shifts the rest back across the end again.
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_TRUE(m.erase(keys[i]));
+    for (size_t j = i + 1; j < keys.size(); ++j) ASSERT_NE(m.find(keys[j]), nullptr);
+  }
+  EXPECT_TRUE(m.empty());
+}
+
 TEST(FlatU64MapTest, MatchesReferenceUnderRandomOperations) {
   for (const bool sequential : {false, true}) {
     FlatU64Map<uint64_t> m;
