@@ -62,14 +62,8 @@ class FlatU64Map {
   V* find(uint64_t key) {
     if (key == 0) return has_zero_ ? &zero_value_ : nullptr;
     if (!slots_) return nullptr;
-    size_t i = home(key);
-    for (size_t dist = 0;; ++dist, i = next(i)) {
-      Slot& s = slots_[i];
-      if (s.key == key) return &s.value;
-      // Robin Hood invariant: once we pass a slot closer to its home than we are to ours,
-      // the key cannot be further along.
-      if (s.key == 0 || distance(s.key, i) < dist) return nullptr;
-    }
+    const auto [i, found] = probe(key);
+    return found ? &slots_[i].value : nullptr;
   }
   const V* find(uint64_t key) const { return const_cast<FlatU64Map*>(this)->find(key); }
   bool contains(uint64_t key) const { return find(key) != nullptr; }
@@ -80,22 +74,22 @@ class FlatU64Map {
   // For a key about to be inserted or erased: both the home line and the next, since at this
   // table's load an insert shifts entries up to the next empty slot, often across a line.
   void prefetch_for_write(uint64_t key) const {
-    prefetch_line(slot_address(key));
-    prefetch_line(slot_address(key) + 64);
+    const uintptr_t at = slot_address(key);
+    prefetch_line(at);
+    prefetch_line(at + 64);
   }
   // The second stage of a batch insert or erase, once the lines prefetch_for_write asked for
   // have arrived: when `key`'s cluster runs past them (no empty slot), asks for the next two
   // lines as well, so no operation of the batch then waits on a miss of its own.
   void prefetch_cluster(uint64_t key) const {
     if (!slots_) return;
-    const size_t start = home(key);
-    const size_t in_two_lines = (128 - (slot_address(key) & 63)) / sizeof(Slot);
-    size_t i = start;
-    for (size_t n = 0; n < in_two_lines; ++n, i = next(i)) {
+    size_t i = home(key);
+    const uintptr_t at = reinterpret_cast<uintptr_t>(&slots_[i]);
+    for (size_t n = (128 - (at & 63)) / sizeof(Slot); n > 0; --n, i = next(i)) {
       if (slots_[i].key == 0) return;
     }
-    prefetch_line(slot_address(key) + 128);
-    prefetch_line(slot_address(key) + 192);
+    prefetch_line(at + 128);
+    prefetch_line(at + 192);
   }
 
   // Returns the value for `key`, inserting `init` when absent; `.second` tells which.
@@ -109,33 +103,11 @@ class FlatU64Map {
     if (!slots_ || (size_ + 1) * 100 > cap_ * max_load_percent_) {
       if (V* v = find(key)) return {v, false};
       grow();
-      return {insert_new(key, std::move(init)), true};
     }
-    // One walk finds the key or the slot where Robin Hood order puts it: the first slot whose
-    // entry is closer to its home than the key would be.
-    size_t i = home(key);
-    for (size_t dist = 0;; ++dist, i = next(i)) {
-      Slot& s = slots_[i];
-      if (s.key == key) return {&s.value, false};
-      if (s.key == 0) {
-        s = Slot{key, std::move(init)};
-        ++size_;
-        return {&s.value, true};
-      }
-      if (distance(s.key, i) < dist) break;
-    }
-    // Absent: move the run from i to the next empty slot one step right (each entry ends one
-    // further from home and the order is kept), with no home computed per moved entry.
-    size_t j = next(i);
-    while (slots_[j].key != 0) j = next(j);
-    while (j != i) {
-      const size_t before = j == 0 ? cap_ - 1 : j - 1;
-      slots_[j] = std::move(slots_[before]);
-      j = before;
-    }
-    slots_[i] = Slot{key, std::move(init)};
-    ++size_;
-    return {&slots_[i].value, true};
+    // One walk: the key, or the slot where Robin Hood order puts it.
+    const auto [i, found] = probe(key);
+    if (found) return {&slots_[i].value, false};
+    return {place(i, key, std::move(init)), true};
   }
 
   bool erase(uint64_t key) {
@@ -146,12 +118,8 @@ class FlatU64Map {
       return true;
     }
     if (!slots_) return false;
-    size_t i = home(key);
-    for (size_t dist = 0;; ++dist, i = next(i)) {
-      Slot& s = slots_[i];
-      if (s.key == key) break;
-      if (s.key == 0 || distance(s.key, i) < dist) return false;
-    }
+    auto [i, found] = probe(key);
+    if (!found) return false;
     // Backward-shift: pull following displaced entries one step towards their home.
     size_t j = next(i);
     while (slots_[j].key != 0 && distance(slots_[j].key, j) > 0) {
@@ -212,25 +180,32 @@ class FlatU64Map {
   }
   static size_t round_capacity(size_t n) { return (n + 15) / 16 * 16; }
 
-  V* insert_new(uint64_t key, V value) {
+  // The slot holding `key` ({slot, true}), or else the slot where Robin Hood order puts it
+  // ({slot, false}): the first empty slot or the first entry closer to its home than `key`
+  // would be there (the key cannot be further along). `key` != 0; the table is not empty.
+  std::pair<size_t, bool> probe(uint64_t key) const {
     size_t i = home(key);
-    size_t dist = 0;
-    V* placed = nullptr;
-    Slot carry{key, std::move(value)};
-    for (;; i = next(i), ++dist) {
-      Slot& s = slots_[i];
-      if (s.key == 0) {
-        s = std::move(carry);
-        ++size_;
-        return placed ? placed : &s.value;
-      }
-      const size_t existing = distance(s.key, i);
-      if (existing < dist) {
-        std::swap(s, carry);
-        if (!placed) placed = &s.value;
-        dist = existing;
-      }
+    for (size_t dist = 0;; ++dist, i = next(i)) {
+      const uint64_t at = slots_[i].key;
+      if (at == key) return {i, true};
+      if (at == 0 || distance(at, i) < dist) return {i, false};
     }
+  }
+
+  // Puts an absent key at `i`, the slot probe() gave: the run from `i` to the next empty slot
+  // moves one step right (each entry ends one further from its home, the order is kept), so no
+  // home is computed per moved entry.
+  V* place(size_t i, uint64_t key, V value) {
+    size_t j = i;
+    while (slots_[j].key != 0) j = next(j);
+    while (j != i) {
+      const size_t before = j == 0 ? cap_ - 1 : j - 1;
+      slots_[j] = std::move(slots_[before]);
+      j = before;
+    }
+    slots_[i] = Slot{key, std::move(value)};
+    ++size_;
+    return &slots_[i].value;
   }
 
   void grow() {
@@ -246,7 +221,7 @@ class FlatU64Map {
     cap_ = new_cap;
     size_ = 0;
     for (size_t i = 0; i < old_cap; ++i) {
-      if (old[i].key != 0) insert_new(old[i].key, std::move(old[i].value));
+      if (old[i].key != 0) place(probe(old[i].key).first, old[i].key, std::move(old[i].value));
     }
     free_slots(old);
   }
