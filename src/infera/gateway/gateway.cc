@@ -5,8 +5,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "infera/common/heap.h"
 #include "infera/common/log.h"
 #include "infera/discovery/etcd.h"
 #include "infera/gateway/context.h"
@@ -70,6 +72,10 @@ GatewayContext::GatewayContext(const config::ServerConfig& c)
 
 void add_metric_collectors(GatewayContext& g) {
   g.registry.add_collector([&g](metrics::Registry& out) {
+    if (const std::optional<uint64_t> rss = resident_bytes()) {
+      out.gauge("process_resident_memory_bytes", "Resident memory size in bytes.")
+          .set(static_cast<double>(*rss));
+    }
     const auto view = g.fleet->view();
     for (const FleetMember& m : view->members) {
       const metrics::Labels w{{"worker", m.info.id}};
@@ -208,10 +214,21 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
 
   Impl* raw = impl.get();
   impl->maintenance = std::thread([raw] {
+    HeapTrimmer trimmer;
     std::unique_lock lock(raw->mu);
     while (!raw->cv.wait_for(lock, std::chrono::seconds(1), [raw] { return raw->shut; })) {
       lock.unlock();
       raw->g->fleet->maintain();
+      // After a burst (thousands of connections' buffers at once) glibc keeps the freed heap:
+      // hand it back once the burst is over (heap.h).
+      uint64_t inflight = 0;
+      for (const FleetMember& m : raw->g->fleet->view()->members) inflight += m.rt->inflight.load();
+      if (const auto trim = trimmer.maybe_trim(inflight)) {
+        INFERA_LOG(kInfo, "gateway").msg("returned free heap memory to the system")
+            .kv("rss_before_mb", static_cast<double>(trim->rss_before) / (1 << 20))
+            .kv("rss_after_mb", static_cast<double>(trim->rss_after) / (1 << 20))
+            .kv("took_ms", std::chrono::duration<double, std::milli>(trim->took).count());
+      }
       lock.lock();
     }
   });

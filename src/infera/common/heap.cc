@@ -1,0 +1,63 @@
+#include "infera/common/heap.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace infera {
+
+std::optional<uint64_t> resident_bytes() {
+  // "size resident shared text lib data dt", in pages.
+  const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[128];
+  const ssize_t n = ::read(fd, buf, sizeof(buf));
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  const char* p = buf;
+  const char* end = buf + n;
+  while (p < end && *p != ' ') ++p;  // skip "size"
+  if (p == end) return std::nullopt;
+  ++p;
+  uint64_t pages = 0;
+  if (std::from_chars(p, end, pages).ec != std::errc()) return std::nullopt;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return pages * static_cast<uint64_t>(page > 0 ? page : 4096);
+}
+
+bool release_free_heap() {
+#if defined(__GLIBC__)
+  return ::malloc_trim(0) != 0;
+#else
+  return false;
+#endif
+}
+
+std::optional<HeapTrimmer::Trim> HeapTrimmer::maybe_trim(uint64_t load) {
+  peak_load_ = std::max(peak_load_, load);
+  const std::optional<uint64_t> rss = resident_bytes();
+  if (!rss) return std::nullopt;
+  if (!baseline_ || *rss < *baseline_) {
+    baseline_ = rss;  // the first check, or memory freed on its own: follow it down
+    return std::nullopt;
+  }
+  if (*rss < *baseline_ + growth_ || load * 8 > peak_load_) return std::nullopt;
+  Trim t;
+  t.rss_before = *rss;
+  const auto start = std::chrono::steady_clock::now();
+  release_free_heap();
+  t.took = std::chrono::duration_cast<Nanos>(std::chrono::steady_clock::now() - start);
+  t.rss_after = resident_bytes().value_or(*rss);
+  baseline_ = t.rss_after;
+  peak_load_ = load;
+  return t;
+}
+
+}  // namespace infera
