@@ -68,8 +68,10 @@ double walk(const Workload& w, uint32_t block_size, Cache& cache) {
   INFERA_CHECK(block_size > 0);
   uint64_t hit_tokens = 0, prompt_tokens = 0;
   std::vector<uint64_t> hashes;
+  std::vector<uint32_t> tokens;
   for (const RequestSpec& r : w.requests) {
-    kv::compute_seq_hashes(r.prompt, block_size, kv::kHashSeed, hashes);
+    r.prompt.tokens(tokens);
+    kv::compute_seq_hashes(tokens, block_size, kv::kHashSeed, hashes);
     size_t hits = 0;
     while (hits < hashes.size() && cache.contains(hashes[hits])) ++hits;
     hit_tokens += hits * block_size;

@@ -8,7 +8,7 @@ namespace {
 RequestSpec req(uint64_t id, std::vector<uint32_t> prompt) {
   RequestSpec r;
   r.id = id;
-  r.prompt = std::move(prompt);
+  r.prompt = Prompt(std::move(prompt));
   return r;
 }
 

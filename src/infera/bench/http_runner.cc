@@ -280,9 +280,11 @@ class Runner {
 
   net::awaitable<void> send(size_t i) {
     const RequestSpec& spec = w_.requests[i];
+    std::vector<uint32_t> tokens;
+    spec.prompt.tokens(tokens);
     json::array prompt;
-    prompt.reserve(spec.prompt.size());
-    for (uint32_t id : spec.prompt) prompt.push_back(id);
+    prompt.reserve(tokens.size());
+    for (uint32_t id : tokens) prompt.push_back(id);
     const bool stream = streamed(i);
     json::object body{{"model", model_},
                       {"prompt", std::move(prompt)},

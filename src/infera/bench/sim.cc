@@ -114,6 +114,7 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
   RunRecorder recorder(workers);
   std::unordered_map<engine::RequestId, Live> live;
   std::vector<uint64_t> hashes;
+  std::vector<uint32_t> tokens;  // the prompt being routed
   engine::StepOutput out;
   events::ApplyTally tally;
   uint64_t steps = 0;
@@ -143,7 +144,8 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
   // `base` says (hold_kv / remote_kv, max_tokens). Failures end the request.
   auto start = [&](Live l, std::span<const kv::WorkerId> candidates, engine::RequestSpec base) {
     const RequestSpec& spec = workload.requests[l.spec];
-    kv::compute_seq_hashes(spec.prompt, bs, kv::kHashSeed, hashes);
+    spec.prompt.tokens(tokens);
+    kv::compute_seq_hashes(tokens, bs, kv::kHashSeed, hashes);
     auto routed =
         router->route(hashes, static_cast<uint32_t>(spec.prompt.size()), candidates, l.stage);
     const engine::RequestId id = next_id++;
@@ -154,7 +156,7 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
         recorder.predicted(routed->decision.chosen().cache_hits, routed->decision.request_blocks);
       }
       base.id = id;
-      base.prompt = spec.prompt;
+      base.prompt = tokens;
     }
     auto [it, inserted] = live.emplace(id, l);
     if (!routed.ok() || !engines[l.worker]->add_request(base).ok()) {

@@ -24,12 +24,6 @@ uint64_t key_of(uint64_t kind, uint64_t a, uint64_t b = 0) {
   return splitmix64(s);
 }
 
-void append_synth(uint64_t key, size_t count, std::vector<uint32_t>& prompt) {
-  std::vector<uint32_t> part;
-  synth_tokens(key, count, part);
-  prompt.insert(prompt.end(), part.begin(), part.end());
-}
-
 // Poisson arrivals at `rate` per second for `n` independent streams.
 std::vector<double> poisson_arrivals(size_t n, double rate, Rng& rng) {
   std::vector<double> t(n);
@@ -57,8 +51,8 @@ Workload prefix_families(const WorkloadOptions& o) {
     r.id = i;
     r.arrival_s = arrivals[i];
     r.group = static_cast<uint32_t>(rng.uniform(o.groups));
-    append_synth(key_of(1, o.seed, r.group), o.system_tokens, r.prompt);
-    append_synth(key_of(2, o.seed, i), o.question_tokens, r.prompt);
+    r.prompt.append_synth(key_of(1, o.seed, r.group), o.system_tokens);
+    r.prompt.append_synth(key_of(2, o.seed, i), o.question_tokens);
     r.max_tokens = o.output_tokens;
     w.requests.push_back(std::move(r));
   }
@@ -74,17 +68,17 @@ Workload sessions(const WorkloadOptions& o, std::string name, uint32_t shared_sy
   const auto starts = poisson_arrivals(num_sessions, o.rate_rps / std::max(1u, o.turns), rng);
   uint64_t id = 0;
   for (uint32_t s = 0; s < num_sessions; ++s) {
-    std::vector<uint32_t> history;
+    Prompt history;
     // Agentic loops share one long tool-description prompt across sessions; chats have their own.
-    append_synth(shared_system_tokens ? key_of(kind, o.seed) : key_of(kind, o.seed, s + 1),
-                 shared_system_tokens ? shared_system_tokens : o.system_tokens / 4, history);
+    history.append_synth(shared_system_tokens ? key_of(kind, o.seed) : key_of(kind, o.seed, s + 1),
+                         shared_system_tokens ? shared_system_tokens : o.system_tokens / 4);
     std::optional<uint64_t> prev;
     double t = starts[s];
     for (uint32_t turn = 0; turn < o.turns; ++turn) {
       if (turn > 0) {
-        append_synth(key_of(kind + 10, s, uint64_t{turn} * 2 + 1), o.output_tokens, history);
+        history.append_synth(key_of(kind + 10, s, uint64_t{turn} * 2 + 1), o.output_tokens);
       }
-      append_synth(key_of(kind + 20, s, uint64_t{turn} * 2), o.turn_tokens, history);
+      history.append_synth(key_of(kind + 20, s, uint64_t{turn} * 2), o.turn_tokens);
       RequestSpec r;
       r.id = id++;
       r.arrival_s = t;
@@ -117,15 +111,15 @@ Workload rag(const WorkloadOptions& o) {
     RequestSpec r;
     r.id = i;
     r.arrival_s = arrivals[i];
-    append_synth(key_of(5, o.seed), 256, r.prompt);  // the RAG system prompt
+    r.prompt.append_synth(key_of(5, o.seed), 256);  // the RAG system prompt
     uint32_t first_doc = 0;
     for (uint32_t k = 0; k < o.docs_per_request; ++k) {
       const double x = rng.uniform_double() * sum;
       const uint32_t d = static_cast<uint32_t>(std::lower_bound(cdf.begin(), cdf.end(), x) - cdf.begin());
       if (k == 0) first_doc = d;
-      append_synth(key_of(6, o.seed, d), o.document_tokens, r.prompt);
+      r.prompt.append_synth(key_of(6, o.seed, d), o.document_tokens);
     }
-    append_synth(key_of(7, o.seed, i), o.question_tokens, r.prompt);
+    r.prompt.append_synth(key_of(7, o.seed, i), o.question_tokens);
     r.group = first_doc;
     r.max_tokens = o.output_tokens;
     w.requests.push_back(std::move(r));
@@ -147,10 +141,37 @@ uint64_t Workload::output_tokens() const {
   return n;
 }
 
-void synth_tokens(uint64_t key, size_t count, std::vector<uint32_t>& out) {
+namespace {
+void append_synth_tokens(uint64_t key, size_t count, std::vector<uint32_t>& out) {
   Rng rng(key);
-  out.resize(count);
-  for (uint32_t& t : out) t = kTokenBase + static_cast<uint32_t>(rng.uniform(kTokenRange));
+  for (size_t i = 0; i < count; ++i) {
+    out.push_back(kTokenBase + static_cast<uint32_t>(rng.uniform(kTokenRange)));
+  }
+}
+}  // namespace
+
+void synth_tokens(uint64_t key, size_t count, std::vector<uint32_t>& out) {
+  out.clear();
+  append_synth_tokens(key, count, out);
+}
+
+void Prompt::append_synth(uint64_t key, uint32_t count) {
+  if (count == 0) return;
+  runs_.push_back(Run{key, count});
+  size_ += count;
+}
+
+void Prompt::tokens(std::vector<uint32_t>& out) const {
+  out.clear();
+  out.reserve(size_);
+  out.insert(out.end(), literal_.begin(), literal_.end());
+  for (const Run& run : runs_) append_synth_tokens(run.key, run.count, out);
+}
+
+std::vector<uint32_t> Prompt::tokens() const {
+  std::vector<uint32_t> out;
+  tokens(out);
+  return out;
 }
 
 std::vector<std::string> workload_names() { return {"prefix-families", "multi-turn", "rag", "agentic"}; }
@@ -184,7 +205,6 @@ Result<Workload> load_mooncake_trace(const std::filesystem::path& path, const Tr
   Workload w{"trace:" + path.filename().string(), {}};
   std::string line;
   size_t line_no = 0;
-  std::vector<uint32_t> block;
   while (std::getline(in, line)) {
     ++line_no;
     if (line.empty()) continue;
@@ -215,9 +235,9 @@ Result<Workload> load_mooncake_trace(const std::filesystem::path& path, const Tr
     }
     for (size_t b = 0; b < hash_ids.size() && r.prompt.size() < input; ++b) {
       if (!hash_ids[b].is_number()) return bad("hash_ids must be integers");
-      synth_tokens(key_of(9, o.seed, hash_ids[b].to_number<uint64_t>()), o.block_tokens, block);
-      const size_t take = std::min<size_t>(block.size(), input - r.prompt.size());
-      r.prompt.insert(r.prompt.end(), block.begin(), block.begin() + static_cast<std::ptrdiff_t>(take));
+      // The last block is cut: a shorter run of the key is the start of the full block.
+      const auto take = static_cast<uint32_t>(std::min<uint64_t>(o.block_tokens, input - r.prompt.size()));
+      r.prompt.append_synth(key_of(9, o.seed, hash_ids[b].to_number<uint64_t>()), take);
     }
     r.group = hash_ids.empty() ? 0 : hash_ids[0].to_number<uint32_t>();
     w.requests.push_back(std::move(r));

@@ -1,7 +1,7 @@
 // Workloads for `infera bench` and `infera sim` (ARCHITECTURE section 10): seeded generators of
 // prefix-sharing request streams (prefix families, multi-turn chat, RAG, agentic loops) and the
 // Mooncake trace replay. A workload is a list of requests with token-id prompts, output
-// lengths, open-loop arrival times and, for conversations, a dependency on the previous turn.
+// lengths (prompts as recipes, see Prompt), open-loop arrival times and, for conversations, a dependency on the previous turn.
 // The same workload object drives real HTTP (bench) and virtual time (sim). Pure data; any
 // thread.
 #pragma once
@@ -17,10 +17,38 @@
 
 namespace infera::bench {
 
+// A prompt as the recipe that makes it: runs of synthetic tokens (synth_tokens(key, count);
+// a run of `count` is the first `count` tokens of any longer run of the same key), after
+// optional literal tokens. A 10-minute soak has half a million requests: as token ids their
+// prompts took 2 GB of the bench's memory, as recipes tens of MB. Drivers make the tokens of one
+// request when they send or simulate it.
+class Prompt {
+ public:
+  Prompt() = default;
+  explicit Prompt(std::vector<uint32_t> literal)
+      : literal_(std::move(literal)), size_(literal_.size()) {}
+
+  void append_synth(uint64_t key, uint32_t count);
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // The token ids (replaces `out`'s content).
+  void tokens(std::vector<uint32_t>& out) const;
+  std::vector<uint32_t> tokens() const;
+
+ private:
+  struct Run {
+    uint64_t key;
+    uint32_t count;
+  };
+  std::vector<uint32_t> literal_;
+  std::vector<Run> runs_;
+  size_t size_ = 0;
+};
+
 struct RequestSpec {
   uint64_t id = 0;
   double arrival_s = 0;           // open-loop arrival, seconds from the start
-  std::vector<uint32_t> prompt;   // token ids
+  Prompt prompt;                  // token ids, made on demand
   uint32_t max_tokens = 0;        // output length (sent with ignore_eos)
   uint32_t group = 0;             // prefix family, session or document set, for reports
   std::optional<uint64_t> after;  // multi-turn: sent only once this request has finished...

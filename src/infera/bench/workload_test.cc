@@ -9,10 +9,40 @@
 namespace infera::bench {
 namespace {
 
-size_t common_prefix(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
+size_t common_prefix(const Prompt& pa, const Prompt& pb) {
+  const std::vector<uint32_t> a = pa.tokens();
+  const std::vector<uint32_t> b = pb.tokens();
   size_t n = 0;
   while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
   return n;
+}
+
+TEST(PromptTest, LiteralTokensThenSyntheticRuns) {
+  Prompt p({5, 6, 7});
+  p.append_synth(42, 10);
+  p.append_synth(43, 0);  // empty runs are dropped
+  p.append_synth(43, 4);
+  ASSERT_EQ(p.size(), 17u);
+  const std::vector<uint32_t> t = p.tokens();
+  ASSERT_EQ(t.size(), 17u);
+  EXPECT_EQ((std::vector<uint32_t>(t.begin(), t.begin() + 3)), (std::vector<uint32_t>{5, 6, 7}));
+  std::vector<uint32_t> run;
+  synth_tokens(42, 10, run);
+  EXPECT_EQ((std::vector<uint32_t>(t.begin() + 3, t.begin() + 13)), run);
+  synth_tokens(43, 4, run);
+  EXPECT_EQ((std::vector<uint32_t>(t.begin() + 13, t.end())), run);
+  EXPECT_TRUE(Prompt().empty());
+  EXPECT_TRUE(Prompt().tokens().empty());
+}
+
+TEST(PromptTest, AShortRunIsTheStartOfALongerOne) {
+  std::vector<uint32_t> full, cut;
+  synth_tokens(9, 512, full);
+  synth_tokens(9, 88, cut);
+  EXPECT_EQ((std::vector<uint32_t>(full.begin(), full.begin() + 88)), cut);
+  std::vector<uint32_t> other;
+  synth_tokens(10, 88, other);
+  EXPECT_NE(cut, other);
 }
 
 TEST(WorkloadTest, PrefixFamiliesShareTheirSystemPrompt) {
@@ -48,13 +78,13 @@ TEST(WorkloadTest, SameSeedSameWorkload) {
     ASSERT_TRUE(a.ok()) << name;
     ASSERT_EQ(a->requests.size(), b->requests.size());
     for (size_t i = 0; i < a->requests.size(); ++i) {
-      EXPECT_EQ(a->requests[i].prompt, b->requests[i].prompt) << name;
+      EXPECT_EQ(a->requests[i].prompt.tokens(), b->requests[i].prompt.tokens()) << name;
       EXPECT_EQ(a->requests[i].arrival_s, b->requests[i].arrival_s) << name;
     }
     o.seed = 2;
     auto c = make_workload(name, o);
     o.seed = 1;
-    EXPECT_NE(c->requests[0].prompt, a->requests[0].prompt) << name;
+    EXPECT_NE(c->requests[0].prompt.tokens(), a->requests[0].prompt.tokens()) << name;
   }
 }
 
@@ -135,6 +165,15 @@ TEST_F(TraceTest, EqualHashIdsGiveEqualBlocks) {
   EXPECT_EQ(a.prompt.size(), 1100u);
   EXPECT_EQ(b.prompt.size(), 600u);
   EXPECT_EQ(common_prefix(a.prompt, b.prompt), 512u);  // block 7 shared, then 8 vs 4
+  EXPECT_EQ(a.prompt.tokens().size(), 1100u);
+  // b's block 4 is cut to 88 tokens: they are the first 88 of a full block 4.
+  auto c = write("{\"timestamp\": 0, \"input_length\": 512, \"output_length\": 1, \"hash_ids\": [4]}\n");
+  auto full = load_mooncake_trace(c, o);
+  ASSERT_TRUE(full.ok());
+  const std::vector<uint32_t> bt = b.prompt.tokens();
+  const std::vector<uint32_t> ft = full->requests[0].prompt.tokens();
+  EXPECT_EQ((std::vector<uint32_t>(bt.begin() + 512, bt.end())),
+            (std::vector<uint32_t>(ft.begin(), ft.begin() + 88)));
   EXPECT_EQ(a.max_tokens, 5u);
   EXPECT_DOUBLE_EQ(b.arrival_s, 0.25);
 }
