@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <boost/json.hpp>
+#include <fstream>
 #include <future>
+#include <sstream>
 #include <set>
 #include <map>
 #include <mutex>
@@ -430,6 +432,55 @@ TEST_F(GatewayTest, ModelsHealthAndMetrics) {
   EXPECT_EQ(metrics::sum_of(samples, "infera_routing_hash_seconds_count"), 1);
   EXPECT_EQ(metrics::sum_of(samples, "infera_worker_inflight_requests", {{"worker", engine.id()}}), 0);
   EXPECT_EQ(metrics::sum_of(samples, "infera_worker_healthy", {{"worker", engine.id()}}), 1);
+}
+
+// docs/metrics.md is the operators' reference: every metric family a running gateway exports
+// (a worker with KV events, a request served) is listed there with its type, and every listed
+// one is exported (but those that need a disaggregated fleet).
+TEST_F(GatewayTest, EveryExportedMetricIsDocumented) {
+  FakeEngine a(loop_), b(loop_);
+  events::KvEventPublisher::Options po;
+  po.endpoint = "tcp://127.0.0.1:*";
+  auto publisher = events::KvEventPublisher::start(po);
+  ASSERT_TRUE(publisher.ok()) << publisher.status().to_string();
+  start_gateway({a.url(), b.url() + ",kv=" + (*publisher)->endpoint()});
+  ASSERT_TRUE((*publisher)->wait_for_subscriber(std::chrono::seconds(10)));
+  ASSERT_EQ(call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(9, 2))).status, 200);
+
+  std::ifstream in(std::string(INFERA_SOURCE_DIR) + "/docs/metrics.md");
+  ASSERT_TRUE(in) << "docs/metrics.md is missing";
+  std::map<std::string, std::string> documented;  // name -> type, from "| `name` | type |" rows
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    const size_t name_end = line.find('`', 3);
+    const size_t type_start = line.find("| ", name_end);
+    const size_t type_end = line.find(" |", type_start + 2);
+    if (name_end == std::string::npos || type_start == std::string::npos || type_end == std::string::npos) continue;
+    documented[line.substr(3, name_end - 3)] = line.substr(type_start + 2, type_end - type_start - 2);
+  }
+  ASSERT_GT(documented.size(), 20u);
+
+  const std::string body = call(http::Method::kGet, "/metrics").body;
+  std::set<std::string> exported;
+  std::istringstream lines(body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# TYPE ", 0) != 0) continue;
+    std::istringstream fields(line.substr(7));
+    std::string name, type;
+    fields >> name >> type;
+    exported.insert(name);
+    auto it = documented.find(name);
+    if (it == documented.end()) {
+      ADD_FAILURE() << name << " (" << type << ") is exported but not in docs/metrics.md";
+    } else {
+      EXPECT_EQ(it->second, type) << name;
+    }
+  }
+  const std::set<std::string> disaggregated_only{"infera_disagg_requests_total"};
+  for (const auto& [name, type] : documented) {
+    if (disaggregated_only.count(name)) continue;
+    EXPECT_TRUE(exported.count(name)) << name << " is in docs/metrics.md but not exported";
+  }
 }
 
 TEST_F(GatewayTest, AdminEndpointsNeedTheTokenWhenOneIsSet) {

@@ -72,6 +72,9 @@ GatewayContext::GatewayContext(const config::ServerConfig& c)
 
 void add_metric_collectors(GatewayContext& g) {
   g.registry.add_collector([&g](metrics::Registry& out) {
+    out.gauge("infera_queue_waiting_requests",
+              "Requests waiting for a worker below its in-flight cap.")
+        .set(static_cast<double>(g.slots.waiting()));
     if (const std::optional<uint64_t> rss = resident_bytes()) {
       out.gauge("process_resident_memory_bytes", "Resident memory size in bytes.")
           .set(static_cast<double>(*rss));
