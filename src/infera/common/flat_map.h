@@ -216,7 +216,7 @@ class FlatU64Map {
   void rehash(size_t new_cap) {
     INFERA_CHECK(new_cap % 16 == 0 && new_cap > size_);
     Slot* old = slots_;
-    const size_t old_cap = cap_;
+    const size_t old_cap = old != nullptr ? cap_ : 0;  // the first table has no old slots
     slots_ = alloc_slots(new_cap);
     cap_ = new_cap;
     size_ = 0;
