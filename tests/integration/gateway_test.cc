@@ -217,6 +217,22 @@ class GatewayTest : public ::testing::Test {
     endpoint_ = http::Endpoint{"127.0.0.1", gateway_->port()};
   }
 
+  // Starts a gateway over `a` and `b`, `b` publishing KV events through the publisher returned
+  // (null on failure); its subscriber is connected, so nothing published from here on is lost.
+  std::unique_ptr<events::KvEventPublisher> start_gateway_with_events(FakeEngine& a, FakeEngine& b) {
+    events::KvEventPublisher::Options po;
+    po.endpoint = "tcp://127.0.0.1:*";
+    auto publisher = events::KvEventPublisher::start(po);
+    EXPECT_TRUE(publisher.ok()) << publisher.status().to_string();
+    if (!publisher.ok()) return nullptr;
+    start_gateway({a.url(), b.url() + ",kv=" + (*publisher)->endpoint()});
+    if (!(*publisher)->wait_for_subscriber(std::chrono::seconds(10))) {
+      ADD_FAILURE() << "the gateway's subscriber did not connect";
+      return nullptr;
+    }
+    return std::move(*publisher);
+  }
+
   // A request through the gateway, whole response.
   http::Response call(http::Method method, std::string target, std::string body = {},
                       http::Headers headers = {}) {
@@ -302,12 +318,8 @@ TEST_F(GatewayTest, RelaysTheStreamByteForByte) {
 
 TEST_F(GatewayTest, FollowsTheCacheLearnedFromKvEvents) {
   FakeEngine a(loop_), b(loop_);
-  events::KvEventPublisher::Options po;
-  po.endpoint = "tcp://127.0.0.1:*";
-  auto publisher = events::KvEventPublisher::start(po);
-  ASSERT_TRUE(publisher.ok()) << publisher.status().to_string();
-  start_gateway({a.url(), b.url() + ",kv=" + (*publisher)->endpoint()});
-  ASSERT_TRUE((*publisher)->wait_for_subscriber(std::chrono::seconds(10)));
+  auto publisher = start_gateway_with_events(a, b);
+  ASSERT_TRUE(publisher);
   // Worker b caches 8 blocks of the prompt.
   const auto ids = prompt_ids(3, 10);
   events::BlockStored stored;
@@ -317,7 +329,7 @@ TEST_F(GatewayTest, FollowsTheCacheLearnedFromKvEvents) {
   stored.medium = "GPU";
   events::EventBatch batch;
   batch.events.push_back(stored);
-  ASSERT_TRUE((*publisher)->publish(batch).ok());
+  ASSERT_TRUE(publisher->publish(batch).ok());
   const std::string cache_view = "/v1/admin/cache-view/" + b.id();
   ASSERT_TRUE(eventually([&] {
     return call(http::Method::kGet, cache_view).body ==
@@ -439,12 +451,8 @@ TEST_F(GatewayTest, ModelsHealthAndMetrics) {
 // one is exported (but those that need a disaggregated fleet).
 TEST_F(GatewayTest, EveryExportedMetricIsDocumented) {
   FakeEngine a(loop_), b(loop_);
-  events::KvEventPublisher::Options po;
-  po.endpoint = "tcp://127.0.0.1:*";
-  auto publisher = events::KvEventPublisher::start(po);
-  ASSERT_TRUE(publisher.ok()) << publisher.status().to_string();
-  start_gateway({a.url(), b.url() + ",kv=" + (*publisher)->endpoint()});
-  ASSERT_TRUE((*publisher)->wait_for_subscriber(std::chrono::seconds(10)));
+  auto publisher = start_gateway_with_events(a, b);
+  ASSERT_TRUE(publisher);
   ASSERT_EQ(call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(9, 2))).status, 200);
 
   std::ifstream in(std::string(INFERA_SOURCE_DIR) + "/docs/metrics.md");
