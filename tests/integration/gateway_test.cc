@@ -137,8 +137,9 @@ class FakeEngine {
     routes.add(http::Method::kPost, "/v1/completions", completion);
     routes.add(http::Method::kPost, "/v1/chat/completions", completion);
     routes.add(http::Method::kGet, "/v1/models",
-               [](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
-                 co_return http::Response::json(200, R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})");
+               [this](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
+                 co_return http::Response::json(
+                     200, R"({"object":"list","data":[{"id":")" + model + R"(","object":"model"}]})");
                });
     routes.add(http::Method::kGet, "/metrics",
                [block_size](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
@@ -177,6 +178,7 @@ class FakeEngine {
 
   std::unique_ptr<http::Server> server;
   RoomBoard* board = nullptr;  // for the kSglang* modes
+  std::string model = "fake-model";  // what /v1/models lists; set before the gateway starts
   std::atomic<Mode> mode{Mode::kOk};
   std::atomic<int> requests{0};
   std::atomic<int> cancelled{0};
@@ -191,10 +193,14 @@ class FakeEngine {
 
 std::vector<uint32_t> prompt_ids(uint32_t family, size_t blocks);
 
-class GatewayTest;
-struct GatewayTestAccess {
-  static std::string body(const std::vector<uint32_t>& ids);
-};
+// A completion request's body: `ids` as the prompt, 3 tokens.
+std::string completion_json(const std::vector<uint32_t>& ids, bool stream = true,
+                            const std::string& model = "fake-model") {
+  boost::json::array prompt;
+  for (uint32_t id : ids) prompt.push_back(id);
+  return boost::json::serialize(boost::json::object{
+      {"model", model}, {"prompt", prompt}, {"max_tokens", 3}, {"stream", stream}});
+}
 
 class GatewayTest : public ::testing::Test {
  protected:
@@ -265,11 +271,9 @@ class GatewayTest : public ::testing::Test {
     return p.get_future().get();
   }
 
-  static std::string completion_body(const std::vector<uint32_t>& ids, bool stream = true) {
-    boost::json::array prompt;
-    for (uint32_t id : ids) prompt.push_back(id);
-    return boost::json::serialize(boost::json::object{
-        {"model", "fake-model"}, {"prompt", prompt}, {"max_tokens", 3}, {"stream", stream}});
+  static std::string completion_body(const std::vector<uint32_t>& ids, bool stream = true,
+                                     const std::string& model = "fake-model") {
+    return completion_json(ids, stream, model);
   }
 
   std::vector<metrics::Sample> scrape(http::Headers headers = {}) {
@@ -292,12 +296,6 @@ class GatewayTest : public ::testing::Test {
   http::Endpoint endpoint_;
 };
 
-std::string GatewayTestAccess::body(const std::vector<uint32_t>& ids) {
-  boost::json::array prompt;
-  for (uint32_t id : ids) prompt.push_back(id);
-  return boost::json::serialize(boost::json::object{
-      {"model", "fake-model"}, {"prompt", prompt}, {"max_tokens", 3}, {"stream", true}});
-}
 
 std::vector<uint32_t> prompt_ids(uint32_t family, size_t blocks) {
   std::vector<uint32_t> ids;
@@ -617,12 +615,13 @@ TEST_F(GatewayTest, AClientThatLeavesCancelsTheUpstreamRequest) {
 void hold_one_request(http::EventLoop& loop, const http::Endpoint& to, FakeEngine& engine,
                       std::chrono::milliseconds hold, std::promise<Status>& done) {
   engine.mode = Mode::kHang;
-  net::co_spawn(loop.context(), [&to, &done, hold]() -> net::awaitable<void> {
+  const std::string body = completion_json(prompt_ids(11, 1), true, engine.model);
+  net::co_spawn(loop.context(), [&to, &done, hold, body]() -> net::awaitable<void> {
     http::Client short_client(http::ClientOptions{.response_timeout = hold});
     http::Request r;
     r.method = http::Method::kPost;
     r.target = "/v1/completions";
-    r.body = GatewayTestAccess::body(prompt_ids(11, 1));
+    r.body = body;
     auto resp = co_await short_client.request(to, std::move(r));
     done.set_value(resp.status());
   }, net::detached);
@@ -668,6 +667,41 @@ TEST_F(GatewayTest, AtTheInFlightCapAQueuedRequestIsShedWhenItsQueueWaitRunsOut)
   EXPECT_NE(r.body.find("in-flight limit"), std::string::npos) << r.body;
   EXPECT_EQ(engine.requests.load(), 1);  // still only the held one: this request never went
   EXPECT_FALSE(held.get_future().get().ok());
+}
+
+// Two models, each on one worker at its in-flight cap of 1. Requests for model A queue first,
+// then one for model B; when B's call ends, its slot goes to the B request, not to the older A
+// requests, which could not use it (before: the oldest A request was woken, found nothing and
+// waited again, and the B request waited until its queue wait ran out: 429 with B idle).
+TEST_F(GatewayTest, AtTheInFlightCapAFreedSlotGoesToAQueuedRequestThatCanUseIt) {
+  FakeEngine a(loop_), b(loop_);
+  a.model = "model-a";
+  b.model = "model-b";
+  start_gateway({a.url(), b.url()}, {"--max-inflight-per-worker", "1", "--max-queue", "8",
+                                     "--max-queue-wait-s", "3"});
+  ASSERT_TRUE(eventually([&] {
+    const std::string models = call(http::Method::kGet, "/v1/models").body;
+    return models.find("model-a") != std::string::npos && models.find("model-b") != std::string::npos;
+  }));
+  auto waiting = [&] { return metrics::sum_of(scrape(), "infera_queue_waiting_requests"); };
+  std::promise<Status> a_held, b_held;
+  hold_one_request(loop_, endpoint_, a, std::chrono::milliseconds(3500), a_held);
+  std::vector<std::future<http::Response>> queued_a;
+  for (uint32_t i = 0; i < 2; ++i) {
+    queued_a.push_back(std::async(std::launch::async, [&, i] {
+      return call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(60 + i, 1), false, "model-a"));
+    }));
+    ASSERT_TRUE(eventually([&] { return waiting() == i + 1; }));
+  }
+  hold_one_request(loop_, endpoint_, b, std::chrono::milliseconds(300), b_held);
+  b.mode = Mode::kOk;  // for the queued B request, once it gets the slot
+  const auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(62, 1), false, "model-b"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(b.requests.load(), 2);
+  EXPECT_FALSE(b_held.get_future().get().ok());  // B's first client gave up, freeing the slot
+  for (auto& f : queued_a) EXPECT_EQ(f.get().status, 429);  // A's slot stayed taken
+  EXPECT_EQ(a.requests.load(), 1);
+  EXPECT_FALSE(a_held.get_future().get().ok());
 }
 
 // ---- Prefill/decode disaggregation (vLLM style, two calls) ----

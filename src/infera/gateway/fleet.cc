@@ -46,6 +46,12 @@ const FleetMember* FleetView::by_slot(kv::WorkerId slot) const {
   return nullptr;
 }
 
+bool could_serve(const FleetMember& m, std::string_view model, routing::Stage stage,
+                 bool split_fleet, const std::vector<kv::WorkerId>& skip) {
+  return !m.rt->refused.load(std::memory_order_relaxed) && role_fits(m.info.role, stage, split_fleet) &&
+         std::find(skip.begin(), skip.end(), m.slot) == skip.end() && m.serves(model);
+}
+
 void keep_protocol(const FleetView& view, discovery::PdProtocol protocol,
                    std::vector<kv::WorkerId>& slots) {
   std::erase_if(slots, [&](kv::WorkerId slot) {
@@ -173,10 +179,7 @@ void Fleet::candidates(const FleetView& view, std::string_view model, routing::S
   bool capped = false;
   const bool split_fleet = stage == routing::Stage::kAggregated && split(view, model);
   for (const FleetMember& m : view.members) {
-    if (m.rt->refused.load(std::memory_order_relaxed)) continue;
-    if (!role_fits(m.info.role, stage, split_fleet)) continue;
-    if (std::find(skip.begin(), skip.end(), m.slot) != skip.end()) continue;
-    if (!m.serves(model)) continue;
+    if (!could_serve(m, model, stage, split_fleet, skip)) continue;
     if (options_.max_inflight_per_worker != 0 &&
         m.rt->inflight.load(std::memory_order_relaxed) >= options_.max_inflight_per_worker) {
       capped = true;

@@ -61,6 +61,13 @@ struct FleetView {
   const FleetMember* by_slot(kv::WorkerId slot) const;
 };
 
+// Whether `m` could take `stage` of a request for `model`, leaving its load and backoff aside:
+// not refused, its role fits the stage (`split_fleet`: the model's fleet has prefill and decode
+// pools), not in `skip` (tried already), and it serves the model. What Fleet::candidates filters
+// on, and what a queued request asks of a worker whose call just ended.
+bool could_serve(const FleetMember& m, std::string_view model, routing::Stage stage,
+                 bool split_fleet, const std::vector<kv::WorkerId>& skip);
+
 // Keeps in `slots` only the workers of `view` that speak `protocol`: both workers of a split
 // request must speak the same one.
 void keep_protocol(const FleetView& view, discovery::PdProtocol protocol,

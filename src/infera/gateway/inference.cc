@@ -105,7 +105,14 @@ net::awaitable<Pick> wait_for_candidates(GatewayContext& g, std::shared_ptr<cons
   fill();
   if (out->empty() && at_capacity && may_queue) {
     // Registered before the re-check: a slot freed in between still wakes this request.
-    std::optional<SlotQueue::Ticket> ticket = co_await g.slots.enter(g.config.max_queue);
+    // Woken only by a slot freed on a worker this request could use.
+    const bool split_fleet = stage == routing::Stage::kAggregated && g.fleet->split(*view, model);
+    SlotQueue::Fits fits = [model, stage, tried, protocol, split_fleet](const FleetMember& m) {
+      return could_serve(m, model, stage, split_fleet, tried) &&
+             (!protocol || discovery::pd_protocol(m.info) == *protocol);
+    };
+    std::optional<SlotQueue::Ticket> ticket =
+        co_await g.slots.enter(g.config.max_queue, std::move(fits));
     if (!ticket) co_return Pick::kQueueFull;
     const Nanos wait_until = std::min(
         deadline, g.clock.now() + from_seconds(std::min(g.config.max_queue_wait_s,
@@ -147,7 +154,8 @@ class HeldTicket {
 // One call in flight on a worker (its --max-inflight-per-worker count).
 class InflightCall {
  public:
-  InflightCall(GatewayContext& g, const FleetMember& m) : rt_(m.rt), slots_(&g.slots) {
+  // `m` must outlive the call (it belongs to the request's fleet view).
+  InflightCall(GatewayContext& g, const FleetMember& m) : member_(&m), rt_(m.rt), slots_(&g.slots) {
     rt_->inflight.fetch_add(1, std::memory_order_relaxed);
     rt_->requests.fetch_add(1, std::memory_order_relaxed);
   }
@@ -158,10 +166,11 @@ class InflightCall {
     if (!rt_) return;
     rt_->inflight.fetch_sub(1, std::memory_order_relaxed);
     rt_.reset();
-    slots_->notify_one();  // a request queued for a worker below its cap may go now
+    slots_->notify_one(member_);  // a request queued for this worker's cap may go now
   }
 
  private:
+  const FleetMember* member_;
   std::shared_ptr<WorkerRuntime> rt_;
   SlotQueue* slots_;
 };

@@ -2,8 +2,8 @@
 
 namespace infera::gateway {
 
-net::awaitable<std::optional<SlotQueue::Ticket>> SlotQueue::enter(size_t max_waiting) {
-  auto w = std::make_shared<Waiter>(co_await net::this_coro::executor);
+net::awaitable<std::optional<SlotQueue::Ticket>> SlotQueue::enter(size_t max_waiting, Fits fits) {
+  auto w = std::make_shared<Waiter>(co_await net::this_coro::executor, std::move(fits));
   List::iterator it;
   {
     std::lock_guard lock(mu_);
@@ -13,12 +13,12 @@ net::awaitable<std::optional<SlotQueue::Ticket>> SlotQueue::enter(size_t max_wai
   co_return Ticket(this, it, std::move(w));
 }
 
-void SlotQueue::notify_one() {
+void SlotQueue::notify_one(const FleetMember* freed) {
   std::shared_ptr<Waiter> w;
   {
     std::lock_guard lock(mu_);
     for (const auto& candidate : waiters_) {
-      if (!candidate->woken) {
+      if (!candidate->woken && (!freed || !candidate->fits || candidate->fits(*freed))) {
         candidate->woken = true;
         w = candidate;
         break;
@@ -37,7 +37,8 @@ void SlotQueue::leave(List::iterator it) {
     was_woken = (*it)->woken;
     waiters_.erase(it);
   }
-  // A wake-up this waiter will not use goes to the next one.
+  // A wake-up this waiter will not use goes to the next one (which worker freed it is not
+  // kept: the oldest waiter gets it).
   if (was_woken) notify_one();
 }
 

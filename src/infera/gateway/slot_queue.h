@@ -6,7 +6,10 @@
 //
 // A waiter registers before it re-checks the fleet, so a slot freed between its check and its
 // wait still wakes it; a woken waiter that finds the slot taken waits again (at the back), and
-// one that is woken but gives up (its client left) passes the wake-up on.
+// one that is woken but gives up (its client left) passes the wake-up on. A waiter says which
+// workers it could use (its model, stage, protocol): a slot freed on a worker wakes the oldest
+// waiter that could take it, so in a fleet of several models (or prefill and decode pools) a
+// freed slot is not spent waking a request that cannot use it while one that can waits on.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -14,6 +17,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <chrono>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -23,18 +27,24 @@
 
 namespace infera::gateway {
 
+struct FleetMember;
+
 class SlotQueue {
  public:
   class Ticket;
   enum class Wake { kWoken, kTimedOut, kCancelled };
+  // Whether a waiter could use a slot freed on this worker. Called under the queue's lock, from
+  // the thread that frees the slot: it must only read the member. Empty: any worker will do.
+  using Fits = std::function<bool(const FleetMember&)>;
 
   // Registers a waiter on the calling coroutine's executor, unless `max_waiting` already wait
   // (then nullopt: the queue is full). Keep the ticket across the fleet check and the wait; it
   // deregisters when destroyed.
-  net::awaitable<std::optional<Ticket>> enter(size_t max_waiting);
+  net::awaitable<std::optional<Ticket>> enter(size_t max_waiting, Fits fits = {});
 
-  // Wakes the oldest waiter that is not woken yet, if any. Any thread.
-  void notify_one();
+  // A call on `freed` ended: wakes the oldest waiter, not woken yet, that could use it (with
+  // null `freed`, the oldest of all). Any thread.
+  void notify_one(const FleetMember* freed = nullptr);
 
   size_t waiting() const {
     std::lock_guard lock(mu_);
@@ -43,8 +53,9 @@ class SlotQueue {
 
  private:
   struct Waiter {
-    explicit Waiter(const net::any_io_executor& ex) : timer(ex) {}
+    Waiter(const net::any_io_executor& ex, Fits f) : timer(ex), fits(std::move(f)) {}
     net::steady_timer timer;  // cancelled (on its strand) to wake the waiter
+    const Fits fits;
     bool woken = false;       // under mu_
   };
   using List = std::list<std::shared_ptr<Waiter>>;

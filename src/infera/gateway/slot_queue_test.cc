@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "infera/gateway/fleet.h"
 #include "infera/http/event_loop.h"
 
 namespace infera::gateway {
@@ -27,13 +28,13 @@ struct Waiting {
 constexpr size_t kUnbounded = SIZE_MAX;
 
 std::unique_ptr<Waiting> start_waiter(http::EventLoop& loop, SlotQueue& q,
-                                      std::chrono::milliseconds timeout) {
+                                      std::chrono::milliseconds timeout, SlotQueue::Fits fits = {}) {
   auto w = std::make_unique<Waiting>();
   std::promise<void>* entered = &w->entered;
   w->woke = net::co_spawn(
       net::make_strand(loop.context()),
-      [&q, entered, timeout]() -> net::awaitable<Wake> {
-        SlotQueue::Ticket t = *co_await q.enter(kUnbounded);
+      [&q, entered, timeout, fits = std::move(fits)]() -> net::awaitable<Wake> {
+        SlotQueue::Ticket t = *co_await q.enter(kUnbounded, fits);
         entered->set_value();
         co_return co_await t.wait(timeout);
       },
@@ -89,6 +90,38 @@ TEST(SlotQueueTest, AWaitEndsAtItsTimeoutWithoutANotify) {
   ASSERT_EQ(w->woke.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(w->woke.get(), Wake::kTimedOut);
   EXPECT_EQ(q.waiting(), 0u);
+  loop.stop();
+}
+
+// A slot freed on a worker wakes the oldest waiter that could use it, not a request of another
+// model (or stage) that is older: that one would find nothing and wait again, while this one
+// waited on with the slot free.
+TEST(SlotQueueTest, AFreedSlotWakesTheOldestWaiterThatCanUseIt) {
+  http::EventLoop loop(2);
+  SlotQueue q;
+  FleetMember a_worker, b_worker;
+  a_worker.slot = 1;
+  b_worker.slot = 2;
+  auto only = [](kv::WorkerId slot) { return [slot](const FleetMember& m) { return m.slot == slot; }; };
+  std::vector<std::unique_ptr<Waiting>> ws;
+  ws.push_back(start_waiter(loop, q, 30s, only(1)));  // oldest, wants worker 1
+  ws.back()->entered.get_future().wait();
+  ws.push_back(start_waiter(loop, q, 30s, only(2)));  // wants worker 2
+  ws.back()->entered.get_future().wait();
+  ws.push_back(start_waiter(loop, q, 30s));           // any worker
+  ws.back()->entered.get_future().wait();
+  q.notify_one(&b_worker);
+  ASSERT_EQ(ws[1]->woke.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(ws[1]->woke.get(), Wake::kWoken);
+  EXPECT_EQ(ws[0]->woke.wait_for(0s), std::future_status::timeout);
+  q.notify_one(&b_worker);  // the next that can use worker 2: the one that takes any
+  ASSERT_EQ(ws[2]->woke.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(ws[2]->woke.get(), Wake::kWoken);
+  q.notify_one(&b_worker);  // nobody left can use worker 2: nobody is woken
+  EXPECT_EQ(ws[0]->woke.wait_for(50ms), std::future_status::timeout);
+  q.notify_one(&a_worker);
+  ASSERT_EQ(ws[0]->woke.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(ws[0]->woke.get(), Wake::kWoken);
   loop.stop();
 }
 
