@@ -249,7 +249,7 @@ class GatewayTest : public ::testing::Test {
     r.headers = std::move(headers);
     if (!r.body.empty()) r.headers.push_back({"Content-Type", "application/json"});
     std::promise<http::Response> p;
-    net::co_spawn(loop_.context(), [&]() -> net::awaitable<void> {
+    net::co_spawn(net::make_strand(loop_.context()), [&]() -> net::awaitable<void> {
       auto resp = co_await client_.request(endpoint_, std::move(r));
       p.set_value(resp.ok() ? std::move(resp.value()) : http::Response{-1, {}, resp.status().message()});
     }, net::detached);
@@ -264,7 +264,7 @@ class GatewayTest : public ::testing::Test {
     r.method = http::Method::kPost;
     r.target = "/v1/completions";
     r.body = std::move(body);
-    net::co_spawn(loop_.context(), [&]() -> net::awaitable<void> {
+    net::co_spawn(net::make_strand(loop_.context()), [&]() -> net::awaitable<void> {
       auto resp = co_await short_client.request(endpoint_, std::move(r));
       p.set_value(resp.status());
     }, net::detached);
@@ -616,7 +616,7 @@ void hold_one_request(http::EventLoop& loop, const http::Endpoint& to, FakeEngin
                       std::chrono::milliseconds hold, std::promise<Status>& done) {
   engine.mode = Mode::kHang;
   const std::string body = completion_json(prompt_ids(11, 1), true, engine.model);
-  net::co_spawn(loop.context(), [&to, &done, hold, body]() -> net::awaitable<void> {
+  net::co_spawn(net::make_strand(loop.context()), [&to, &done, hold, body]() -> net::awaitable<void> {
     http::Client short_client(http::ClientOptions{.response_timeout = hold});
     http::Request r;
     r.method = http::Method::kPost;
