@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "infera/bench/commands.h"
+#include "infera/common/heap.h"
 #include "infera/bench/http_runner.h"
 #include "infera/bench/plot.h"
 #include "infera/config/flags.h"
@@ -24,10 +25,7 @@ struct ProcessUse {
 ProcessUse process_use(int64_t pid) {
   ProcessUse u;
   const std::string dir = "/proc/" + std::to_string(pid);
-  std::ifstream status(dir + "/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) u.rss_kb = std::strtoull(line.c_str() + 6, nullptr, 10);
-  }
+  u.rss_kb = resident_bytes(pid).value_or(0) / 1024;
   std::error_code ec;
   for (auto it = std::filesystem::directory_iterator(dir + "/fd", ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {

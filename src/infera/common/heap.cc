@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -13,9 +14,15 @@
 
 namespace infera {
 
-std::optional<uint64_t> resident_bytes() {
+std::optional<uint64_t> resident_bytes(int64_t pid) {
   // "size resident shared text lib data dt", in pages.
-  const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  char path[48];
+  if (pid == 0) {
+    std::snprintf(path, sizeof(path), "/proc/self/statm");
+  } else {
+    std::snprintf(path, sizeof(path), "/proc/%lld/statm", static_cast<long long>(pid));
+  }
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   char buf[128];
   const ssize_t n = ::read(fd, buf, sizeof(buf));

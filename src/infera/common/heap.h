@@ -17,8 +17,9 @@
 
 namespace infera {
 
-// The process's resident set size in bytes (/proc/self/statm); nullopt where it is unknown.
-std::optional<uint64_t> resident_bytes();
+// A process's resident set size in bytes (/proc/PID/statm; pid 0: this process); nullopt
+// where it is unknown (no such process, no /proc).
+std::optional<uint64_t> resident_bytes(int64_t pid = 0);
 
 // Returns the heap's free pages to the kernel (glibc's malloc_trim). False when nothing was
 // returned or the C library cannot do it.

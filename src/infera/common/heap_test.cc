@@ -1,6 +1,7 @@
 #include "infera/common/heap.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,14 @@ TEST(HeapTest, ResidentBytesSeesMemoryBeingTouched) {
   const std::optional<uint64_t> after = resident_bytes();
   ASSERT_TRUE(after.has_value());
   EXPECT_GE(*after, *before + 60 * kMiB);
+}
+
+TEST(HeapTest, ResidentBytesByPid) {
+  const std::optional<uint64_t> self = resident_bytes();
+  const std::optional<uint64_t> by_pid = resident_bytes(::getpid());
+  ASSERT_TRUE(self.has_value() && by_pid.has_value());
+  EXPECT_NEAR(static_cast<double>(*by_pid), static_cast<double>(*self), 8.0 * kMiB);
+  EXPECT_FALSE(resident_bytes(999999999).has_value());  // above any pid_max: no such process
 }
 
 TEST(HeapTest, TrimmerWaitsForGrowthAndTheEndOfABurstThenTrimsOnce) {

@@ -20,6 +20,7 @@
 #include <map>
 #include <sstream>
 
+#include "infera/common/heap.h"
 #include "infera/tokenizer/tokenizer.h"
 
 namespace infera::tokenizer {
@@ -62,14 +63,7 @@ std::unique_ptr<Tokenizer> load(const Tokenizer::Options& options) {
   return std::move(t).value();
 }
 
-double rss_mb() {
-  long pages = 0, resident = 0;
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-  std::fclose(f);
-  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1e6;
-}
+double rss_mb() { return static_cast<double>(resident_bytes().value_or(0)) / 1e6; }
 
 void BM_LoadQwen3(benchmark::State& state) {
   // Runs first, in a fresh process: the RSS counters are what one loaded tokenizer costs.
