@@ -271,11 +271,6 @@ class GatewayTest : public ::testing::Test {
     return p.get_future().get();
   }
 
-  static std::string completion_body(const std::vector<uint32_t>& ids, bool stream = true,
-                                     const std::string& model = "fake-model") {
-    return completion_json(ids, stream, model);
-  }
-
   std::vector<metrics::Sample> scrape(http::Headers headers = {}) {
     auto r = call(http::Method::kGet, "/metrics", {}, std::move(headers));
     EXPECT_EQ(r.status, 200) << r.body;
@@ -306,11 +301,11 @@ std::vector<uint32_t> prompt_ids(uint32_t family, size_t blocks) {
 TEST_F(GatewayTest, RelaysTheStreamByteForByte) {
   FakeEngine engine(loop_);
   start_gateway({engine.url()});
-  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(1, 2)));
+  auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(1, 2)));
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, FakeEngine::full_stream());
   EXPECT_EQ(r.header("Content-Type"), http::kSseContentType);
-  EXPECT_EQ(engine.last_body, completion_body(prompt_ids(1, 2)));  // forwarded unchanged
+  EXPECT_EQ(engine.last_body, completion_json(prompt_ids(1, 2)));  // forwarded unchanged
   EXPECT_FALSE(engine.last_request_id.empty());
 }
 
@@ -334,12 +329,12 @@ TEST_F(GatewayTest, FollowsTheCacheLearnedFromKvEvents) {
            R"({"worker_id":")" + b.id() + R"(","block_count":8})";
   }));
   for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_body(ids)).status, 200);
+    EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_json(ids)).status, 200);
   }
   EXPECT_EQ(b.requests.load(), 5);
   EXPECT_EQ(a.requests.load(), 0);
   // The explain endpoint shows why, without routing.
-  auto explain = call(http::Method::kPost, "/v1/admin/route-explain", completion_body(ids));
+  auto explain = call(http::Method::kPost, "/v1/admin/route-explain", completion_json(ids));
   ASSERT_EQ(explain.status, 200) << explain.body;
   const auto ex = boost::json::parse(explain.body);
   const auto& stage = ex.at("stages").at(0);
@@ -359,7 +354,7 @@ TEST_F(GatewayTest, RetriesAnotherWorkerWhenOneFailsBeforeTheFirstByte) {
   bad.mode = Mode::kFail500;
   start_gateway({bad.url(), good.url()}, {"--router-policy", "round-robin"});
   for (int i = 0; i < 4; ++i) {
-    auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(4, 1)));
+    auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(4, 1)));
     EXPECT_EQ(r.status, 200);
     EXPECT_EQ(r.body, FakeEngine::full_stream());
   }
@@ -375,7 +370,7 @@ TEST_F(GatewayTest, AllWorkersDownIsA502WithAnOpenAiError) {
   FakeEngine bad(loop_);
   bad.mode = Mode::kFail500;
   start_gateway({bad.url()});
-  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(5, 1)));
+  auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(5, 1)));
   EXPECT_EQ(r.status, 502);
   const auto body = boost::json::parse(r.body);
   EXPECT_TRUE(body.at("error").at("message").is_string());
@@ -387,7 +382,7 @@ TEST_F(GatewayTest, AFailureMidStreamEndsWithAnErrorEvent) {
   start_gateway({engine.url()});
   std::promise<http::Response> result;
   std::thread caller([&] {
-    result.set_value(call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(6, 1))));
+    result.set_value(call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(6, 1))));
   });
   engine.died.get_future().wait();
   engine.server->shutdown(std::chrono::milliseconds(0));  // the engine dies mid-stream
@@ -423,7 +418,7 @@ TEST_F(GatewayTest, BadRequestsGetOpenAiErrors) {
   expect_error("/v1/completions", R"({"prompt":")" + std::string(8000, 'x') + R"("})", 413);
   EXPECT_EQ(engine.requests.load(), 0);
   // The server is unaffected.
-  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(7, 1))).status, 200);
+  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(7, 1))).status, 200);
 }
 
 TEST_F(GatewayTest, ModelsHealthAndMetrics) {
@@ -433,7 +428,7 @@ TEST_F(GatewayTest, ModelsHealthAndMetrics) {
     return call(http::Method::kGet, "/v1/models").body.find("fake-model") != std::string::npos;
   }));
   EXPECT_EQ(call(http::Method::kGet, "/health").status, 200);
-  call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(8, 2)));
+  call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(8, 2)));
   const auto samples = scrape();
   EXPECT_EQ(metrics::sum_of(samples, "infera_requests_total",
                             {{"route", "/v1/completions"}, {"status", "200"}, {"worker", engine.id()}}),
@@ -451,7 +446,7 @@ TEST_F(GatewayTest, EveryExportedMetricIsDocumented) {
   FakeEngine a(loop_), b(loop_);
   auto publisher = start_gateway_with_events(a, b);
   ASSERT_TRUE(publisher);
-  ASSERT_EQ(call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(9, 2))).status, 200);
+  ASSERT_EQ(call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(9, 2))).status, 200);
 
   std::ifstream in(std::string(INFERA_SOURCE_DIR) + "/docs/metrics.md");
   ASSERT_TRUE(in) << "docs/metrics.md is missing";
@@ -520,7 +515,7 @@ TEST_F(GatewayTest, AdminAndMetricsCanLiveOnTheirOwnTokenProtectedListener) {
   EXPECT_EQ(call(http::Method::kGet, "/metrics", {}, auth).status, 404);
   EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers", {}, auth).status, 404);
   EXPECT_EQ(call(http::Method::kGet, "/health").status, 200);
-  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(9, 1))).status, 200);
+  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(9, 1))).status, 200);
   // The admin listener wants the token, and serves no inference.
   const http::Endpoint main = endpoint_;
   endpoint_ = http::Endpoint{"127.0.0.1", gateway_->admin_port()};
@@ -532,7 +527,7 @@ TEST_F(GatewayTest, AdminAndMetricsCanLiveOnTheirOwnTokenProtectedListener) {
             1);
   EXPECT_EQ(call(http::Method::kGet, "/v1/admin/cache-view/" + engine.id(), {}, auth).body,
             R"({"worker_id":")" + engine.id() + R"(","block_count":0})");
-  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(9, 1)), auth).status,
+  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(9, 1)), auth).status,
             404);
   endpoint_ = main;
 }
@@ -556,7 +551,7 @@ TEST_F(GatewayTest, PromptMessageAndDepthLimitsGetOpenAiErrors) {
     }
   };
   std::vector<uint32_t> ids(33, 5);
-  expect_error("/v1/completions", completion_body(ids), "prompt");
+  expect_error("/v1/completions", completion_json(ids), "prompt");
   const std::string msg = R"({"role":"user","content":"hi"})";
   expect_error("/v1/chat/completions",
                R"({"model":"fake-model","messages":[)" + msg + "," + msg + "," + msg + "]}",
@@ -565,7 +560,7 @@ TEST_F(GatewayTest, PromptMessageAndDepthLimitsGetOpenAiErrors) {
   EXPECT_EQ(engine.requests.load(), 0);
   // Just inside every limit: served.
   ids.resize(32);
-  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_body(ids)).status, 200);
+  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_json(ids)).status, 200);
   EXPECT_EQ(engine.requests.load(), 1);
 }
 
@@ -575,7 +570,7 @@ TEST_F(GatewayTest, AStreamPastTheRequestTimeoutEndsWithAnErrorEvent) {
   FakeEngine engine(loop_);
   engine.mode = Mode::kDieMidStream;  // sends one chunk, then nothing for 30 s
   start_gateway({engine.url()}, {"--request-timeout-s", "1"});
-  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(10, 1)));
+  auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(10, 1)));
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body.rfind(FakeEngine::chunk(0), 0), 0u);  // the first chunk came through
   EXPECT_NE(r.body.find("data: {\"error\""), std::string::npos) << r.body;
@@ -593,7 +588,7 @@ TEST_F(GatewayTest, AWorkerWithAnotherBlockSizeIsRefused) {
     return call(http::Method::kGet, "/v1/admin/workers").body.find("\"state\":\"refused\"") !=
            std::string::npos;
   }));
-  for (int i = 0; i < 4; ++i) call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(9, 1)));
+  for (int i = 0; i < 4; ++i) call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(9, 1)));
   EXPECT_EQ(wrong.requests.load(), 0);
   EXPECT_EQ(right.requests.load(), 4);
 }
@@ -602,7 +597,7 @@ TEST_F(GatewayTest, AClientThatLeavesCancelsTheUpstreamRequest) {
   FakeEngine engine(loop_);
   engine.mode = Mode::kHang;
   start_gateway({engine.url()});
-  EXPECT_FALSE(post_and_give_up(completion_body(prompt_ids(10, 1))).ok());  // the client gave up
+  EXPECT_FALSE(post_and_give_up(completion_json(prompt_ids(10, 1))).ok());  // the client gave up
   // The client gave up; the gateway must close its upstream request, and release its load.
   EXPECT_TRUE(eventually([&] { return engine.cancelled.load() == 1; }, std::chrono::seconds(10)));
   EXPECT_TRUE(eventually([&] {
@@ -633,7 +628,7 @@ TEST_F(GatewayTest, AtTheInFlightCapAFullQueueShedsWith429AndRetryAfter) {
   start_gateway({engine.url()}, {"--max-inflight-per-worker", "1", "--max-queue", "0"});
   std::promise<Status> held;
   hold_one_request(loop_, endpoint_, engine, std::chrono::milliseconds(3000), held);
-  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(12, 1)));
+  auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(12, 1)));
   EXPECT_EQ(r.status, 429) << r.body;
   EXPECT_FALSE(r.header("Retry-After").empty());
   EXPECT_NE(r.body.find("rate_limit_error"), std::string::npos) << r.body;
@@ -647,7 +642,7 @@ TEST_F(GatewayTest, AtTheInFlightCapARequestWaitsInTheQueueForAFreeSlot) {
   std::promise<Status> held;
   hold_one_request(loop_, endpoint_, engine, std::chrono::milliseconds(1000), held);
   engine.mode = Mode::kOk;  // for the queued request, once it gets the slot
-  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(13, 1)));
+  auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(13, 1)));
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body, FakeEngine::full_stream());
   EXPECT_EQ(engine.requests.load(), 2);
@@ -661,7 +656,7 @@ TEST_F(GatewayTest, AtTheInFlightCapAQueuedRequestIsShedWhenItsQueueWaitRunsOut)
   std::promise<Status> held;
   hold_one_request(loop_, endpoint_, engine, std::chrono::milliseconds(2000), held);
   // The slot stays taken for 2 s; the queued request is refused after 0.2 s, not served late.
-  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(14, 1)));
+  auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(14, 1)));
   EXPECT_EQ(r.status, 429) << r.body;
   EXPECT_FALSE(r.header("Retry-After").empty());
   EXPECT_NE(r.body.find("in-flight limit"), std::string::npos) << r.body;
@@ -689,13 +684,13 @@ TEST_F(GatewayTest, AtTheInFlightCapAFreedSlotGoesToAQueuedRequestThatCanUseIt) 
   std::vector<std::future<http::Response>> queued_a;
   for (uint32_t i = 0; i < 2; ++i) {
     queued_a.push_back(std::async(std::launch::async, [&, i] {
-      return call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(60 + i, 1), false, "model-a"));
+      return call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(60 + i, 1), false, "model-a"));
     }));
     ASSERT_TRUE(eventually([&] { return waiting() == i + 1; }));
   }
   hold_one_request(loop_, endpoint_, b, std::chrono::milliseconds(300), b_held);
   b.mode = Mode::kOk;  // for the queued B request, once it gets the slot
-  const auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(62, 1), false, "model-b"));
+  const auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(62, 1), false, "model-b"));
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(b.requests.load(), 2);
   EXPECT_FALSE(b_held.get_future().get().ok());  // B's first client gave up, freeing the slot
@@ -716,7 +711,7 @@ TEST_F(GatewayTest, DisaggregatedRequestsPrefillThenDecodeWithTheTransferParams)
   FakeEngine prefill(loop_), decode(loop_);
   prefill.mode = Mode::kPrefill;
   start_gateway({prefill.url() + ",role=prefill", decode.url() + ",role=decode"});
-  boost::json::object sent = parse_object(completion_body(prompt_ids(40, 2)));
+  boost::json::object sent = parse_object(completion_json(prompt_ids(40, 2)));
   sent["stream_options"] = boost::json::object{{"include_usage", true}};
   sent["min_tokens"] = 2;
   const std::string body = boost::json::serialize(sent);
@@ -753,7 +748,7 @@ TEST_F(GatewayTest, DisaggregatedRequestsPrefillThenDecodeWithTheTransferParams)
   EXPECT_EQ(prefill.all_request_ids(), decode.all_request_ids());
 
   // A non-streamed request: the decode answer reaches the client as it is.
-  auto whole = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(40, 2), false));
+  auto whole = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(40, 2), false));
   EXPECT_EQ(whole.status, 200);
   EXPECT_EQ(whole.body, FakeEngine::full_stream());
   EXPECT_EQ(parse_object(decode.all_bodies().back()).at("stream"), false);
@@ -771,7 +766,7 @@ TEST_F(GatewayTest, DisaggregatedRequestsPrefillThenDecodeWithTheTransferParams)
   EXPECT_EQ(metrics::sum_of(samples, "infera_worker_inflight_requests"), 0);
 
   // Route-explain shows both stages.
-  auto explain = call(http::Method::kPost, "/v1/admin/route-explain", completion_body(prompt_ids(40, 2)));
+  auto explain = call(http::Method::kPost, "/v1/admin/route-explain", completion_json(prompt_ids(40, 2)));
   ASSERT_EQ(explain.status, 200) << explain.body;
   const boost::json::object e = parse_object(explain.body);
   EXPECT_EQ(e.at("disaggregated"), true);
@@ -790,7 +785,7 @@ TEST_F(GatewayTest, DisaggregatedPrefillFailureRetriesAnotherPrefillWorker) {
   start_gateway({bad.url() + ",role=prefill", good.url() + ",role=prefill", decode.url() + ",role=decode"});
   // Until the failing prefill worker has been tried once (ties are broken at random).
   for (int i = 0; i < 30 && bad.requests.load() == 0; ++i) {
-    auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(41, 1)));
+    auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(41, 1)));
     ASSERT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(r.body, FakeEngine::full_stream());
   }
@@ -811,7 +806,7 @@ TEST_F(GatewayTest, DisaggregatedWithEveryPrefillWorkerDownIsAnOpenAiError) {
   FakeEngine bad(loop_), decode(loop_);
   bad.mode = Mode::kFail500;
   start_gateway({bad.url() + ",role=prefill", decode.url() + ",role=decode"});
-  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(42, 1)));
+  auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(42, 1)));
   EXPECT_TRUE(r.status == 502 || r.status == 503) << r.status;
   EXPECT_TRUE(parse_object(r.body).at("error").at("message").is_string()) << r.body;
   EXPECT_EQ(decode.requests.load(), 0);
@@ -821,7 +816,7 @@ TEST_F(GatewayTest, DisaggregatedWithoutTransferParamsDecodeComputesThePrompt) {
   FakeEngine prefill(loop_), decode(loop_);
   prefill.mode = Mode::kPrefillNoParams;
   start_gateway({prefill.url() + ",role=prefill", decode.url() + ",role=decode"});
-  const std::string body = completion_body(prompt_ids(43, 2));
+  const std::string body = completion_json(prompt_ids(43, 2));
   auto r = call(http::Method::kPost, "/v1/completions", body);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body, FakeEngine::full_stream());
@@ -832,7 +827,7 @@ TEST_F(GatewayTest, DisaggregatedWithoutTransferParamsDecodeComputesThePrompt) {
 TEST_F(GatewayTest, AFleetWithOnlyOnePoolIsRoutedAsAggregated) {
   FakeEngine decode(loop_);
   start_gateway({decode.url() + ",role=decode"});
-  const std::string body = completion_body(prompt_ids(44, 1));
+  const std::string body = completion_json(prompt_ids(44, 1));
   auto r = call(http::Method::kPost, "/v1/completions", body);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body, FakeEngine::full_stream());
@@ -844,7 +839,7 @@ TEST_F(GatewayTest, DisaggregatedClientThatLeavesReleasesBothWorkers) {
   FakeEngine prefill(loop_), decode(loop_);
   start_gateway({prefill.url() + ",role=prefill", decode.url() + ",role=decode"});
   auto give_up = [&] {
-    EXPECT_FALSE(post_and_give_up(completion_body(prompt_ids(45, 2))).ok());  // the client gave up
+    EXPECT_FALSE(post_and_give_up(completion_json(prompt_ids(45, 2))).ok());  // the client gave up
   };
   auto idle = [&] {
     auto w = call(http::Method::kGet, "/v1/admin/workers");
@@ -884,7 +879,7 @@ TEST_F(GatewayTest, DisaggregatedClientThatLeavesReleasesBothWorkers) {
 int GatewayTest::call_until_tried(FakeEngine& bad, uint32_t family) {
   int answered = 0;
   for (int i = 0; i < 30 && bad.requests.load() == 0; ++i) {
-    auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(family, 1)));
+    auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(family, 1)));
     EXPECT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(r.body, FakeEngine::full_stream());
     ++answered;
@@ -900,7 +895,7 @@ TEST_F(GatewayTest, SglangPairGetsTheSameBootstrapBodyAtOnceAndDecodeStreams) {
   decode.mode = Mode::kSglangDecode;
   start_gateway({prefill.url() + ",role=prefill,engine=sglang,bootstrap_port=8998",
                  decode.url() + ",role=decode,engine=sglang"});
-  const std::string body = completion_body(prompt_ids(50, 2));
+  const std::string body = completion_json(prompt_ids(50, 2));
   std::set<std::string> rooms;
   for (int i = 0; i < 2; ++i) {
     auto r = call(http::Method::kPost, "/v1/completions", body);
@@ -1000,7 +995,7 @@ TEST_F(GatewayTest, SglangWithEveryPrefillWorkerDownIsAnOpenAiError) {
   bad.mode = Mode::kFail500;
   decode.mode = Mode::kSglangDecode;
   start_gateway({bad.url() + ",role=prefill,engine=sglang", decode.url() + ",role=decode,engine=sglang"});
-  auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(53, 1)));
+  auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(53, 1)));
   EXPECT_TRUE(r.status == 502 || r.status == 503) << r.status << " " << r.body;
   EXPECT_TRUE(parse_object(r.body).at("error").at("message").is_string()) << r.body;
   EXPECT_TRUE(eventually([&] { return decode.cancelled.load() == decode.requests.load(); }));
@@ -1016,7 +1011,7 @@ TEST_F(GatewayTest, APairNeverMixesProtocols) {
   start_gateway({vllm_prefill.url() + ",role=prefill", sglang_decode.url() + ",role=decode,engine=sglang",
                  vllm_decode.url() + ",role=decode,engine=vllm"});
   for (int i = 0; i < 6; ++i) {
-    auto r = call(http::Method::kPost, "/v1/completions", completion_body(prompt_ids(54, 1)));
+    auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(54, 1)));
     ASSERT_EQ(r.status, 200) << r.body;
   }
   EXPECT_EQ(vllm_decode.requests.load(), 6);
