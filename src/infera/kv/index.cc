@@ -375,17 +375,18 @@ ApplyResult KvIndex::apply(const RemovedEvent& event) {
         }
         for (size_t i = 0; i < chunk.size(); ++i) {
           const uint64_t engine = chunk[i];
-          if (!w.gpu.contains(engine)) {
-            ++unknown;
-            continue;
-          }
-          ++removed;
+          // A copy in gpu_dups implies the engine hash is in gpu: drop one copy first. Else
+          // erase tells whether it was held (an event may name a hash twice: the second is
+          // unknown by then).
           if (uint32_t* dups = w.gpu_dups.find(engine)) {
+            ++removed;
             if (--*dups == 0) w.gpu_dups.erase(engine);
-            continue;
+          } else if (w.gpu.erase(engine)) {
+            ++removed;
+            g.drop_gpu_name(w, routers[i], bit);
+          } else {
+            ++unknown;
           }
-          w.gpu.erase(engine);
-          g.drop_gpu_name(w, routers[i], bit);
         }
       }
     } else {

@@ -126,6 +126,22 @@ TEST_F(KvIndexTest, DuplicateStoreNeedsTwoRemoves) {
   EXPECT_EQ(index_.block_count(0), 0u);
 }
 
+TEST_F(KvIndexTest, AHashNamedTwiceInOneRemovalIsRemovedAsOftenAsItWasStored) {
+  const auto t = tokens_for(1, 1);
+  ASSERT_EQ(store(0, t, 0, 1, 1000), ApplyResult::kApplied);
+  EXPECT_EQ(remove(0, {1000, 1000}), ApplyResult::kApplied);  // stored once: the second is unknown
+  EXPECT_EQ(index_.counters().blocks_removed, 1u);
+  EXPECT_EQ(index_.counters().removals_unknown, 1u);
+  EXPECT_EQ(hits(t)[0], 0u);
+  ASSERT_EQ(store(0, t, 0, 1, 1000), ApplyResult::kApplied);
+  ASSERT_EQ(store(0, t, 0, 1, 1000), ApplyResult::kApplied);
+  EXPECT_EQ(remove(0, {1000, 1000}), ApplyResult::kApplied);  // stored twice: both copies go
+  EXPECT_EQ(index_.counters().blocks_removed, 3u);
+  EXPECT_EQ(index_.counters().removals_unknown, 1u);
+  EXPECT_EQ(hits(t)[0], 0u);
+  EXPECT_EQ(index_.block_count(0), 0u);
+}
+
 TEST_F(KvIndexTest, TwoEngineHashesForTheSameTokensNeedBothRemoved) {
   // Same tokens under two engine hashes (e.g. a cache salt): the router hash stays held until
   // the last engine copy goes.
