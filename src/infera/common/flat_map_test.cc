@@ -36,8 +36,6 @@ TEST(FlatU64MapTest, KeyZeroIsAnOrdinaryKey) {
   EXPECT_EQ(m.size(), 1u);
 }
 
-// Random operations against std::unordered_map: every lookup agrees, through growth and
-// backward-shift deletions, with both random and sequential keys.
 // Keys whose home is slot `home` of a 16-slot table: home = top 4 bits of key * phi, so take
 // the wanted product and multiply by phi's inverse modulo 2^64.
 uint64_t key_with_home(uint64_t home, uint64_t n) {
@@ -67,6 +65,8 @@ TEST(FlatU64MapTest, InsertShiftsARunAcrossTheTableEnd) {
   EXPECT_TRUE(m.empty());
 }
 
+// Random operations against std::unordered_map: every lookup agrees, through growth and
+// backward-shift deletions, with both random and sequential keys.
 TEST(FlatU64MapTest, MatchesReferenceUnderRandomOperations) {
   for (const bool sequential : {false, true}) {
     FlatU64Map<uint64_t> m;
