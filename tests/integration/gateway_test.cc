@@ -636,6 +636,39 @@ TEST_F(GatewayTest, AtTheInFlightCapAFullQueueShedsWith429AndRetryAfter) {
   EXPECT_FALSE(held.get_future().get().ok());
 }
 
+// Under overload a request the queue cannot take is refused before it is tokenized and hashed
+// (the costly part for a long chat prompt), and only when its own model's workers are full:
+// another model's request with a free worker is served.
+TEST_F(GatewayTest, AtAFullQueueARequestIsShedBeforeItIsTokenized) {
+  FakeEngine a(loop_), b(loop_);
+  a.model = "model-a";
+  b.model = "model-b";
+  start_gateway({a.url(), b.url()}, {"--max-inflight-per-worker", "1", "--max-queue", "0"});
+  ASSERT_TRUE(eventually([&] {
+    const std::string models = call(http::Method::kGet, "/v1/models").body;
+    return models.find("model-a") != std::string::npos && models.find("model-b") != std::string::npos;
+  }));
+  std::promise<Status> held;
+  hold_one_request(loop_, endpoint_, a, std::chrono::milliseconds(3000), held);
+  auto tokenized = [&] { return metrics::sum_of(scrape(), "infera_routing_tokenize_seconds_count"); };
+  auto hashed = [&] { return metrics::sum_of(scrape(), "infera_routing_hash_seconds_count"); };
+  ASSERT_EQ(tokenized(), 1);  // the held request
+  ASSERT_EQ(hashed(), 1);
+  auto r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(15, 1), false, "model-a"));
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_FALSE(r.header("Retry-After").empty());
+  EXPECT_NE(r.body.find("queue is full"), std::string::npos) << r.body;
+  EXPECT_EQ(tokenized(), 1);
+  EXPECT_EQ(hashed(), 1);
+  b.mode = Mode::kOk;
+  r = call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(16, 1), false, "model-b"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(tokenized(), 2);
+  EXPECT_EQ(a.requests.load(), 1);
+  EXPECT_EQ(b.requests.load(), 1);
+  EXPECT_FALSE(held.get_future().get().ok());
+}
+
 TEST_F(GatewayTest, AtTheInFlightCapARequestWaitsInTheQueueForAFreeSlot) {
   FakeEngine engine(loop_);
   start_gateway({engine.url()}, {"--max-inflight-per-worker", "1", "--max-queue", "1"});

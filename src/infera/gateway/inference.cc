@@ -738,6 +738,22 @@ net::awaitable<http::Response> serve_sglang(GatewayContext& g, http::Request& re
   co_return fail_response(g, r, last_error, {.origin = http::ErrorOrigin::kUpstream});
 }
 
+// The stage a request's first worker is picked for: prefill on a split fleet.
+routing::Stage first_stage(const GatewayContext& g, const FleetView& view, const std::string& model) {
+  return g.fleet->split(view, model) ? routing::Stage::kPrefill : routing::Stage::kAggregated;
+}
+
+// Whether a request for `model` arriving now would be shed as kQueueFull by
+// wait_for_candidates: every worker for its first stage is at its in-flight cap and the queue
+// holds --max-queue requests already. (A slot freed meanwhile goes to a queued request first.)
+bool queue_full(GatewayContext& g, const FleetView& view, const std::string& model) {
+  if (g.slots.waiting() < g.config.max_queue) return false;
+  std::vector<kv::WorkerId> candidates;
+  bool at_capacity = false;
+  g.fleet->candidates(view, model, first_stage(g, view, model), {}, candidates, &at_capacity);
+  return candidates.empty() && at_capacity;
+}
+
 // A request on a split fleet: the protocol is the first chosen prefill worker's; retries stay
 // with workers that speak it.
 net::awaitable<http::Response> serve_disaggregated(GatewayContext& g, http::Request& request,
@@ -785,6 +801,19 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
       co_return fail(not_found("the model '" + parsed->model + "' does not exist"),
                      {.param = "model", .code = "model_not_found"});
     }
+  }
+
+  if (g.config.max_inflight_per_worker != 0 && queue_full(g, *view, parsed->model)) {
+    // Shed before the costly part: rendering and tokenizing a long chat prompt costs the
+    // gateway about a millisecond, parsing it tens of microseconds, and this request would
+    // get the same 429 after tokenization. Under a flood (or clients retrying at once) that
+    // is the difference between refusing thousands of requests a second and refusing a few
+    // hundred while the requests already admitted wait for the same cores.
+    RoutedRequest shed;
+    shed.route = route;
+    shed.request_id = request_id;
+    co_return shed_response(g, shed, *view, Pick::kQueueFull,
+                            stage_label(first_stage(g, *view, parsed->model)));
   }
 
   Nanos tokenize_time{0};
