@@ -904,5 +904,101 @@ TEST(FaultE2eTest, KilledWorkerLeavesWhenItsLeaseExpires) {
   run.finish();
 }
 
+// ---------------------------------------------------------------------------------------------
+// Faults on the disaggregated path (vLLM protocol: a prefill call, then the decode call).
+
+// `prefills` prefill-role and `decodes` decode-role mock engines (speedup 1: ~6 ms per output
+// token) behind a round-robin server that lists them all, with their roles.
+struct SplitFleet {
+  SplitFleet(const std::string& name, int prefills, int decodes) {
+    std::vector<std::string> specs;
+    std::vector<std::string> ids;
+    for (int i = 0; i < prefills + decodes; ++i) {
+      const bool prefill = i < prefills;
+      const std::string role = prefill ? "prefill" : "decode";
+      auto e = start_engine(name + "_" + role + std::to_string(i),
+                            {"--speedup-ratio", "1", "--role", role, "--pd-protocol", "vllm"});
+      if (!e->ready()) return;
+      specs.push_back(e->worker_flag() + ",role=" + role);
+      ids.push_back(e->id());
+      (prefill ? prefill_engines : decode_engines).push_back(std::move(e));
+    }
+    server = start_ready_server(name + "_server", static_fleet(specs, kRoundRobin), ids);
+  }
+  bool ready() const { return server != nullptr; }
+
+  std::vector<std::unique_ptr<InferaProcess>> prefill_engines;
+  std::vector<std::unique_ptr<InferaProcess>> decode_engines;
+  std::unique_ptr<InferaProcess> server;
+};
+
+TEST(FaultE2eTest, PrefillWorkerKilledIsRetriedOnTheOtherPrefillWorker) {
+  SplitFleet f("pd_kill_prefill", 2, 1);
+  ASSERT_TRUE(f.ready());
+  const uint16_t s = f.server->port();
+  FaultRun run("prefill_worker_killed", *f.server);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
+  InferaProcess& victim = *f.prefill_engines[0];
+  EXPECT_EQ(row(s, victim.id()).requests, 2);  // round-robin over the two prefill workers
+  EXPECT_EQ(row(s, f.prefill_engines[1]->id()).requests, 2);
+  victim.process().signal(SIGKILL);
+  ASSERT_TRUE(victim.process().wait_for(Ms(10'000)).has_value());
+
+  // No request fails: a prefill call the dead worker refuses goes to the live prefill worker,
+  // and the decode worker then pulls the blocks from the one that did the prefill.
+  const auto killed = SteadyClock::now();
+  while (run.retried() < 1 && seconds_since(killed) < 5) {
+    EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
+  EXPECT_GE(run.retried(), 1);
+  EXPECT_EQ(run.failed_clean(), 0);
+  EXPECT_GE(row(s, victim.id()).failures, 1);
+  run.finish();
+}
+
+TEST(FaultE2eTest, DecodeWorkerKilledMidStreamEndsItsStreamsWithAnErrorEvent) {
+  SplitFleet f("pd_kill_decode", 1, 2);
+  ASSERT_TRUE(f.ready());
+  const uint16_t s = f.server->port();
+  FaultRun run("decode_worker_killed_mid_stream", *f.server);
+
+  // Four 400-token streams (~2.5 s each), two per decode worker, each past its first token.
+  const auto opened = SteadyClock::now();
+  std::vector<http::testing::RawConn> streams = run.open_streams(4, 400);
+  for (auto& c : streams) ASSERT_TRUE(c.read_until("data: {", Ms(20'000)));
+  InferaProcess& victim = *f.decode_engines[0];
+  const auto at_kill = worker_row(s, victim.id());
+  ASSERT_TRUE(at_kill.has_value());
+  EXPECT_EQ(at_kill->inflight, 2);
+  victim.process().signal(SIGKILL);
+  ASSERT_TRUE(victim.process().wait_for(Ms(10'000)).has_value());
+
+  // The victim's streams end early with an OpenAI error event and [DONE]; the others finish.
+  int broken = 0;
+  for (auto& c : streams) {
+    const Reply r = to_reply(c.read_response(kClientDeadline));
+    if (run.count(r, opened) == Outcome::kFailedClean) {
+      ++broken;
+      EXPECT_LT(stream_chunks(r), 400u) << "the broken stream did not end early";
+    } else {
+      EXPECT_EQ(int_at(usage_of(r), "completion_tokens"), 400);
+    }
+  }
+  EXPECT_EQ(broken, at_kill->inflight);
+
+  // New requests succeed: the dead decode worker is excluded, and when its backoff runs out,
+  // its refused connection is retried on the live one. run.finish() also checks that the
+  // prefill worker's load was released with the broken streams.
+  const auto killed = SteadyClock::now();
+  while (run.retried() < 1 && seconds_since(killed) < 5) {
+    EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
+  }
+  EXPECT_GE(run.retried(), 1);
+  EXPECT_EQ(run.failed_clean(), broken);
+  EXPECT_GE(row(s, victim.id()).failures, 1);
+  run.finish();
+}
+
 }  // namespace
 }  // namespace infera::e2e

@@ -29,6 +29,37 @@ TEST(PolicyTest, RoundRobinCyclesThroughCandidates) {
   EXPECT_EQ(picks, (std::vector<size_t>{0, 1, 2, 0, 1, 2}));
 }
 
+// Requests alternating between two pools (two models, or the prefill and decode stages of a
+// split fleet): each pool still rotates through its own workers.
+TEST(PolicyTest, RoundRobinRotatesEachPoolOnItsOwn) {
+  auto p = make_policy("round-robin");
+  Rng rng(0);
+  std::vector<Candidate> a{{0, 0, 0, 0, 0}, {1, 0, 0, 0, 0}};
+  std::vector<Candidate> b{{2, 0, 0, 0, 0}, {3, 0, 0, 0, 0}};
+  std::vector<kv::WorkerId> picks_a, picks_b;
+  for (int i = 0; i < 4; ++i) {
+    picks_a.push_back(a[(*p)->choose({}, a, rng)].worker);
+    picks_b.push_back(b[(*p)->choose({}, b, rng)].worker);
+  }
+  EXPECT_EQ(picks_a, (std::vector<kv::WorkerId>{0, 1, 0, 1}));
+  EXPECT_EQ(picks_b, (std::vector<kv::WorkerId>{2, 3, 2, 3}));
+}
+
+// A worker left out for a while (in backoff, at its cap) is next when it comes back: it has
+// waited longest.
+TEST(PolicyTest, RoundRobinGivesAReturningWorkerTheNextTurn) {
+  auto p = make_policy("round-robin");
+  Rng rng(0);
+  auto all = three_workers();
+  std::vector<Candidate> without_0{all[1], all[2]};
+  EXPECT_EQ(all[(*p)->choose({}, all, rng)].worker, 0u);
+  EXPECT_EQ(without_0[(*p)->choose({}, without_0, rng)].worker, 1u);
+  EXPECT_EQ(without_0[(*p)->choose({}, without_0, rng)].worker, 2u);
+  EXPECT_EQ(without_0[(*p)->choose({}, without_0, rng)].worker, 1u);
+  EXPECT_EQ(all[(*p)->choose({}, all, rng)].worker, 0u);
+  EXPECT_EQ(all[(*p)->choose({}, all, rng)].worker, 2u);
+}
+
 TEST(PolicyTest, LeastLoadedPrefersFewestBlocksThenFewestRequests) {
   auto p = make_policy("least-loaded");
   Rng rng(0);
