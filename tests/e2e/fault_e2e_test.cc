@@ -378,6 +378,35 @@ int64_t attempts_between(const std::optional<WorkerRow>& before,
   return before && after ? after->requests - before->requests : -1;
 }
 
+// Reads `tokens`-token streams held open across a worker's SIGKILL: those on the killed worker
+// must end early with an OpenAI error event and [DONE], the others in full. Returns how many
+// broke.
+int read_streams_across_kill(FaultRun& run, std::vector<http::testing::RawConn>& streams,
+                             SteadyClock::time_point opened, int tokens) {
+  int broken = 0;
+  for (auto& c : streams) {
+    const Reply r = to_reply(c.read_response(kClientDeadline));
+    if (run.count(r, opened) == Outcome::kFailedClean) {
+      ++broken;
+      EXPECT_LT(stream_chunks(r), static_cast<size_t>(tokens)) << "the broken stream did not end early";
+    } else {
+      EXPECT_EQ(int_at(usage_of(r), "completion_tokens"), tokens);
+    }
+  }
+  return broken;
+}
+
+// After a worker was killed, new requests never reach the client as failures: the dead worker
+// is excluded, and when its backoff (0.5 s) runs out, its refused connection is retried on a
+// live one. Sends until that retry happened (5 s at most).
+void expect_served_until_retried(FaultRun& run) {
+  const auto killed = SteadyClock::now();
+  while (run.retried() < 1 && seconds_since(killed) < 5) {
+    EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
+  }
+  EXPECT_GE(run.retried(), 1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Engines failing over HTTP.
 
@@ -403,25 +432,9 @@ TEST(FaultE2eTest, EngineKilledMidStreamEndsItsStreamsWithAnErrorEvent) {
   ASSERT_TRUE(e0->process().wait_for(Ms(10'000)).has_value());
 
   // The victim's streams end early with an OpenAI error event and [DONE]; the others finish.
-  int broken = 0;
-  for (auto& c : streams) {
-    const Reply r = to_reply(c.read_response(kClientDeadline));
-    if (run.count(r, opened) == Outcome::kFailedClean) {
-      ++broken;
-      EXPECT_LT(stream_chunks(r), 400u) << "the broken stream did not end early";
-    } else {
-      EXPECT_EQ(int_at(usage_of(r), "completion_tokens"), 400);
-    }
-  }
+  const int broken = read_streams_across_kill(run, streams, opened, 400);
   EXPECT_EQ(broken, victim->inflight);
-
-  // New requests never reach the client as failures: the dead worker is excluded, and when its
-  // backoff (0.5 s) runs out, its refused connection is retried on the live one.
-  const auto killed = SteadyClock::now();
-  while (run.retried() < 1 && seconds_since(killed) < 5) {
-    EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
-  }
-  EXPECT_GE(run.retried(), 1);
+  expect_served_until_retried(run);
   EXPECT_EQ(run.failed_clean(), broken);
   EXPECT_GE(row(s, e0->id()).failures, 1);
   run.finish();
@@ -946,12 +959,8 @@ TEST(FaultE2eTest, PrefillWorkerKilledIsRetriedOnTheOtherPrefillWorker) {
 
   // No request fails: a prefill call the dead worker refuses goes to the live prefill worker,
   // and the decode worker then pulls the blocks from the one that did the prefill.
-  const auto killed = SteadyClock::now();
-  while (run.retried() < 1 && seconds_since(killed) < 5) {
-    EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
-  }
+  expect_served_until_retried(run);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
-  EXPECT_GE(run.retried(), 1);
   EXPECT_EQ(run.failed_clean(), 0);
   EXPECT_GE(row(s, victim.id()).failures, 1);
   run.finish();
@@ -975,26 +984,11 @@ TEST(FaultE2eTest, DecodeWorkerKilledMidStreamEndsItsStreamsWithAnErrorEvent) {
   ASSERT_TRUE(victim.process().wait_for(Ms(10'000)).has_value());
 
   // The victim's streams end early with an OpenAI error event and [DONE]; the others finish.
-  int broken = 0;
-  for (auto& c : streams) {
-    const Reply r = to_reply(c.read_response(kClientDeadline));
-    if (run.count(r, opened) == Outcome::kFailedClean) {
-      ++broken;
-      EXPECT_LT(stream_chunks(r), 400u) << "the broken stream did not end early";
-    } else {
-      EXPECT_EQ(int_at(usage_of(r), "completion_tokens"), 400);
-    }
-  }
+  // New requests succeed (the dead decode worker's turn is retried on the live one), and
+  // run.finish() checks that the prefill worker's load went with the broken streams.
+  const int broken = read_streams_across_kill(run, streams, opened, 400);
   EXPECT_EQ(broken, at_kill->inflight);
-
-  // New requests succeed: the dead decode worker is excluded, and when its backoff runs out,
-  // its refused connection is retried on the live one. run.finish() also checks that the
-  // prefill worker's load was released with the broken streams.
-  const auto killed = SteadyClock::now();
-  while (run.retried() < 1 && seconds_since(killed) < 5) {
-    EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
-  }
-  EXPECT_GE(run.retried(), 1);
+  expect_served_until_retried(run);
   EXPECT_EQ(run.failed_clean(), broken);
   EXPECT_GE(row(s, victim.id()).failures, 1);
   run.finish();
