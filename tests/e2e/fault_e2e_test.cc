@@ -918,38 +918,66 @@ TEST(FaultE2eTest, KilledWorkerLeavesWhenItsLeaseExpires) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Faults on the disaggregated path (vLLM protocol: a prefill call, then the decode call).
+// Faults on the disaggregated path, for both protocols: vLLM's (a prefill call, then the decode
+// call) and SGLang's (one body to a prefill and a decode worker at once, which meet through the
+// prefill worker's bootstrap server).
 
 // `prefills` prefill-role and `decodes` decode-role mock engines (speedup 1: ~6 ms per output
-// token) behind a round-robin server that lists them all, with their roles.
+// token) speaking `protocol`, behind a round-robin server that lists them all with their roles.
+// vLLM's fleet is static; SGLang's registers in etcd, the only way a worker's bootstrap port
+// reaches the server, with a 30 s lease: like a static worker, a killed one stays listed for the
+// whole test, and it is the server's retries that keep it from the client.
 struct SplitFleet {
-  SplitFleet(const std::string& name, int prefills, int decodes) {
+  SplitFleet(const std::string& name, int prefills, int decodes, const std::string& protocol) {
+    std::vector<std::string> discovery;
+    if (protocol == "sglang") {
+      auto started = testing::EtcdProcess::start();
+      if (!started.ok()) {
+        ADD_FAILURE() << started.status().to_string();
+        return;
+      }
+      etcd = std::move(*started);
+      discovery = {"--discovery-backend", "etcd", "--etcd-endpoint", etcd.endpoint()};
+    }
     std::vector<std::string> specs;
     std::vector<std::string> ids;
     for (int i = 0; i < prefills + decodes; ++i) {
       const bool prefill = i < prefills;
       const std::string role = prefill ? "prefill" : "decode";
-      auto e = start_engine(name + "_" + role + std::to_string(i),
-                            {"--speedup-ratio", "1", "--role", role, "--pd-protocol", "vllm"});
+      std::vector<std::string> flags = {"--speedup-ratio", "1", "--role", role, "--pd-protocol", protocol};
+      if (protocol == "sglang") {
+        flags.insert(flags.end(), {"--etcd-lease-ttl-s", "30", "--disaggregation-bootstrap-port", "0"});
+        flags.insert(flags.end(), discovery.begin(), discovery.end());
+      }
+      auto e = start_engine(name + "_" + role + std::to_string(i), flags);
       if (!e->ready()) return;
       specs.push_back(e->worker_flag() + ",role=" + role);
       ids.push_back(e->id());
       (prefill ? prefill_engines : decode_engines).push_back(std::move(e));
     }
-    server = start_ready_server(name + "_server", static_fleet(specs, kRoundRobin), ids);
+    if (protocol == "sglang") {
+      discovery.insert(discovery.end(), kRoundRobin.begin(), kRoundRobin.end());
+      server = start_ready_server(name + "_server", fault_server_flags(discovery), ids);
+    } else {
+      server = start_ready_server(name + "_server", static_fleet(specs, kRoundRobin), ids);
+    }
   }
   bool ready() const { return server != nullptr; }
 
+  testing::EtcdProcess etcd;  // SGLang only
   std::vector<std::unique_ptr<InferaProcess>> prefill_engines;
   std::vector<std::unique_ptr<InferaProcess>> decode_engines;
   std::unique_ptr<InferaProcess> server;
 };
 
-TEST(FaultE2eTest, PrefillWorkerKilledIsRetriedOnTheOtherPrefillWorker) {
-  SplitFleet f("pd_kill_prefill", 2, 1);
+class SplitFleetFaultTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SplitFleetFaultTest, PrefillWorkerKilledIsRetriedOnTheOtherPrefillWorker) {
+  const std::string protocol = GetParam();
+  SplitFleet f("pd_kill_prefill_" + protocol, 2, 1, protocol);
   ASSERT_TRUE(f.ready());
   const uint16_t s = f.server->port();
-  FaultRun run("prefill_worker_killed", *f.server);
+  FaultRun run("prefill_worker_killed_" + protocol, *f.server);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
   InferaProcess& victim = *f.prefill_engines[0];
   EXPECT_EQ(row(s, victim.id()).requests, 2);  // round-robin over the two prefill workers
@@ -957,8 +985,9 @@ TEST(FaultE2eTest, PrefillWorkerKilledIsRetriedOnTheOtherPrefillWorker) {
   victim.process().signal(SIGKILL);
   ASSERT_TRUE(victim.process().wait_for(Ms(10'000)).has_value());
 
-  // No request fails: a prefill call the dead worker refuses goes to the live prefill worker,
-  // and the decode worker then pulls the blocks from the one that did the prefill.
+  // No request fails: a prefill call the dead worker refuses goes to the live prefill worker
+  // (SGLang: with a new pair, the decode call of the failed one stopped), and the decode
+  // worker takes the blocks from the one that did the prefill.
   expect_served_until_retried(run);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
   EXPECT_EQ(run.failed_clean(), 0);
@@ -966,11 +995,12 @@ TEST(FaultE2eTest, PrefillWorkerKilledIsRetriedOnTheOtherPrefillWorker) {
   run.finish();
 }
 
-TEST(FaultE2eTest, DecodeWorkerKilledMidStreamEndsItsStreamsWithAnErrorEvent) {
-  SplitFleet f("pd_kill_decode", 1, 2);
+TEST_P(SplitFleetFaultTest, DecodeWorkerKilledMidStreamEndsItsStreamsWithAnErrorEvent) {
+  const std::string protocol = GetParam();
+  SplitFleet f("pd_kill_decode_" + protocol, 1, 2, protocol);
   ASSERT_TRUE(f.ready());
   const uint16_t s = f.server->port();
-  FaultRun run("decode_worker_killed_mid_stream", *f.server);
+  FaultRun run("decode_worker_killed_mid_stream_" + protocol, *f.server);
 
   // Four 400-token streams (~2.5 s each), two per decode worker, each past its first token.
   const auto opened = SteadyClock::now();
@@ -993,6 +1023,9 @@ TEST(FaultE2eTest, DecodeWorkerKilledMidStreamEndsItsStreamsWithAnErrorEvent) {
   EXPECT_GE(row(s, victim.id()).failures, 1);
   run.finish();
 }
+
+INSTANTIATE_TEST_SUITE_P(Protocols, SplitFleetFaultTest, ::testing::Values("vllm", "sglang"),
+                         [](const ::testing::TestParamInfo<std::string>& param) { return param.param; });
 
 }  // namespace
 }  // namespace infera::e2e

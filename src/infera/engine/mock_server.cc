@@ -1,5 +1,6 @@
 #include "infera/engine/mock_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <ctime>
@@ -375,11 +376,15 @@ class Api {
       Result<uint32_t> max_tokens = budget(r, p.ids.size(), &param);
       if (!max_tokens.ok()) co_return bad_request(max_tokens.status(), param);
       usage.prompt_tokens += p.ids.size();
+      // SGLang sends the same body (max_tokens and all) to both engines: its prefill engine
+      // runs the prompt and the first token, hands the blocks over and is done, and the decode
+      // engine generates the answer. (vLLM's router asks its prefill call for one token itself.)
+      const bool prefill_only = hold && plan.sglang;
       for (uint32_t j = 0; j < r.n; ++j) {
         ChoiceSpec c;
         c.prompt = p.ids;
-        c.max_tokens = *max_tokens;
-        c.min_tokens = r.min_tokens;
+        c.max_tokens = prefill_only ? 1 : *max_tokens;
+        c.min_tokens = prefill_only ? std::min(r.min_tokens, 1u) : r.min_tokens;
         c.ignore_eos = r.ignore_eos;
         c.hold_kv = hold;
         c.remote_kv = remote_kv;

@@ -9,6 +9,7 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -246,6 +247,32 @@ TEST(MockServerTest, RepeatedPromptReportsCachedFullBlocks) {
   auto events = sse_events(s.body, &done);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(cached_of(events.back()), 96);
+}
+
+// SGLang-style disaggregation: the same body (max_tokens and all) goes to a prefill and a decode
+// engine at once. The prefill engine computes the prompt and one token and hands the blocks
+// over; the decode engine generates the answer. (Before: the prefill engine generated all of
+// max_tokens before letting the blocks go, so the decode's first token waited for a whole
+// answer: 2.3 s for 400 tokens at speedup 1.)
+TEST(MockServerTest, SglangPrefillEngineComputesThePromptAndOneToken) {
+  auto prefill = start_engine({"--role", "prefill", "--pd-protocol", "sglang",
+                               "--disaggregation-bootstrap-port", "0"});
+  auto decode = start_engine({"--role", "decode", "--pd-protocol", "sglang"});
+  ASSERT_TRUE(prefill && decode);
+  ASSERT_NE(prefill->worker().bootstrap_port, 0u);
+  const std::string body = R"({"prompt":)" + ids_json(64, 100) +
+                           R"(,"max_tokens":50,"ignore_eos":true,"bootstrap_host":"127.0.0.1",)" +
+                           R"("bootstrap_port":)" + std::to_string(prefill->worker().bootstrap_port) +
+                           R"(,"bootstrap_room":7})";
+  auto prefill_answer = std::async(std::launch::async, [&] {
+    return call(prefill->port(), "POST", "/v1/completions", body);
+  });
+  const RawResponse d = call(decode->port(), "POST", "/v1/completions", body);
+  const RawResponse p = prefill_answer.get();
+  ASSERT_EQ(p.status, 200) << p.body;
+  ASSERT_EQ(d.status, 200) << d.body;
+  EXPECT_EQ(usage_of(object_of(p.body), "completion_tokens"), 1);
+  EXPECT_EQ(usage_of(object_of(d.body), "completion_tokens"), 50);
 }
 
 TEST(MockServerTest, ModelsHealthAndPing) {
