@@ -970,14 +970,30 @@ struct SplitFleet {
   std::unique_ptr<InferaProcess> server;
 };
 
-class SplitFleetFaultTest : public ::testing::TestWithParam<std::string> {};
+// The protocol is the parameter.
+class SplitFleetFaultTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  // Starts the split fleet and the fault's run; false when the fleet did not come up (the
+  // reason is reported).
+  bool start(const std::string& fault, int prefills, int decodes) {
+    fleet_ = std::make_unique<SplitFleet>("pd_" + fault + "_" + GetParam(), prefills, decodes, GetParam());
+    if (!fleet_->ready()) return false;
+    run_ = std::make_unique<FaultRun>(fault + "_" + GetParam(), *fleet_->server);
+    return true;
+  }
+  SplitFleet& fleet() { return *fleet_; }
+  FaultRun& run() { return *run_; }
+
+ private:
+  std::unique_ptr<SplitFleet> fleet_;
+  std::unique_ptr<FaultRun> run_;
+};
 
 TEST_P(SplitFleetFaultTest, PrefillWorkerKilledIsRetriedOnTheOtherPrefillWorker) {
-  const std::string protocol = GetParam();
-  SplitFleet f("pd_kill_prefill_" + protocol, 2, 1, protocol);
-  ASSERT_TRUE(f.ready());
+  ASSERT_TRUE(start("prefill_worker_killed", 2, 1));
+  SplitFleet& f = fleet();
   const uint16_t s = f.server->port();
-  FaultRun run("prefill_worker_killed_" + protocol, *f.server);
+  FaultRun& run = this->run();
   for (int i = 0; i < 4; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
   InferaProcess& victim = *f.prefill_engines[0];
   EXPECT_EQ(row(s, victim.id()).requests, 2);  // round-robin over the two prefill workers
@@ -996,11 +1012,10 @@ TEST_P(SplitFleetFaultTest, PrefillWorkerKilledIsRetriedOnTheOtherPrefillWorker)
 }
 
 TEST_P(SplitFleetFaultTest, DecodeWorkerKilledMidStreamEndsItsStreamsWithAnErrorEvent) {
-  const std::string protocol = GetParam();
-  SplitFleet f("pd_kill_decode_" + protocol, 1, 2, protocol);
-  ASSERT_TRUE(f.ready());
+  ASSERT_TRUE(start("decode_worker_killed_mid_stream", 1, 2));
+  SplitFleet& f = fleet();
   const uint16_t s = f.server->port();
-  FaultRun run("decode_worker_killed_mid_stream_" + protocol, *f.server);
+  FaultRun& run = this->run();
 
   // Four 400-token streams (~2.5 s each), two per decode worker, each past its first token.
   const auto opened = SteadyClock::now();
