@@ -1039,6 +1039,50 @@ TEST_P(SplitFleetFaultTest, DecodeWorkerKilledMidStreamEndsItsStreamsWithAnError
   run.finish();
 }
 
+// A hung prefill or decode worker (the parameter: its role) of a vLLM-protocol split fleet:
+// two workers of that role, one behind FaultProxies, and one of the other role.
+class HungSplitWorkerTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HungSplitWorkerTest, IsRetriedOnTheOtherWorkerOfItsRoleExcludedAndReadmitted) {
+  const std::string role = GetParam();
+  const std::string other = role == "prefill" ? "decode" : "prefill";
+  auto flags = [](const std::string& r) {
+    return std::vector<std::string>{"--speedup-ratio", "100", "--role", r, "--pd-protocol", "vllm"};
+  };
+  ProxiedEngine hung("pd_hung_" + role, flags(role));
+  auto healthy = start_engine("pd_hung_" + role + "_healthy", flags(role));
+  auto partner = start_engine("pd_hung_" + role + "_" + other, flags(other));
+  ASSERT_TRUE(hung.ready() && healthy->ready() && partner->ready());
+  auto server = start_ready_server(
+      "pd_hung_" + role + "_server",
+      static_fleet({hung.worker_flag() + ",role=" + role, healthy->worker_flag() + ",role=" + role,
+                    partner->worker_flag() + ",role=" + other},
+                   kRoundRobin),
+      {hung.id(), healthy->id(), partner->id()});
+  ASSERT_TRUE(server);
+  const uint16_t s = server->port();
+  FaultRun run(role + "_worker_hung", *server);
+
+  // The worker accepts connections and reads requests, and never answers: after the first-byte
+  // timeout its call goes to the other worker of its role (a decode retry pulls the blocks the
+  // prefill worker still holds), and it is excluded for a while.
+  hung.http().set_mode(Mode::kHang);
+  const auto before = worker_row(s, hung.id());
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
+  const auto after = worker_row(s, hung.id());
+  EXPECT_GE(run.retried(), 1) << "no call was retried after the first-byte timeout";
+  EXPECT_GE(attempts_between(before, after), 1);
+  EXPECT_LE(attempts_between(before, after), 2);  // round-robin alone would have sent it three
+
+  hung.http().set_mode(Mode::kForward);
+  const double readmitted_s = expect_readmitted(run, s, hung.id(), SteadyClock::now());
+  std::printf("hung %s worker readmitted %.2f s after it recovered\n", role.c_str(), readmitted_s);
+  run.finish();
+}
+
+INSTANTIATE_TEST_SUITE_P(Roles, HungSplitWorkerTest, ::testing::Values("prefill", "decode"),
+                         [](const ::testing::TestParamInfo<std::string>& param) { return param.param; });
+
 INSTANTIATE_TEST_SUITE_P(Protocols, SplitFleetFaultTest, ::testing::Values("vllm", "sglang"),
                          [](const ::testing::TestParamInfo<std::string>& param) { return param.param; });
 
