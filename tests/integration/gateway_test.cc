@@ -138,8 +138,12 @@ class FakeEngine {
     routes.add(http::Method::kPost, "/v1/chat/completions", completion);
     routes.add(http::Method::kGet, "/v1/models",
                [this](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
-                 co_return http::Response::json(
-                     200, R"({"object":"list","data":[{"id":")" + model + R"(","object":"model"}]})");
+                 // As vLLM lists them: the base model (parent null), then each LoRA adapter.
+                 std::string data = R"({"id":")" + model + R"(","object":"model","parent":null})";
+                 for (const std::string& a : adapters) {
+                   data += R"(,{"id":")" + a + R"(","object":"model","parent":")" + model + R"("})";
+                 }
+                 co_return http::Response::json(200, R"({"object":"list","data":[)" + data + "]}");
                });
     routes.add(http::Method::kGet, "/metrics",
                [block_size](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
@@ -179,6 +183,7 @@ class FakeEngine {
   std::unique_ptr<http::Server> server;
   RoomBoard* board = nullptr;  // for the kSglang* modes
   std::string model = "fake-model";  // what /v1/models lists; set before the gateway starts
+  std::vector<std::string> adapters;  // LoRA adapters /v1/models lists after the model
   std::atomic<Mode> mode{Mode::kOk};
   std::atomic<int> requests{0};
   std::atomic<int> cancelled{0};
@@ -296,6 +301,50 @@ std::vector<uint32_t> prompt_ids(uint32_t family, size_t blocks) {
   std::vector<uint32_t> ids;
   for (size_t i = 0; i < blocks * 16; ++i) ids.push_back(family * 10000 + static_cast<uint32_t>(i) + 1);
   return ids;
+}
+
+// A LoRA adapter's blocks are keyed with the adapter's name folded into the hash seed
+// (ARCHITECTURE section 4), both in the KV events that name it (`lora_name`) and in requests for
+// it: a request for the adapter finds the blocks its events stored, a request for the base model
+// with the same tokens does not (another adapter's KV is not its KV).
+TEST_F(GatewayTest, ALoraAdaptersRequestsFindTheBlocksItsEventsStored) {
+  FakeEngine a(loop_), b(loop_);
+  a.adapters = b.adapters = {"sql-lora"};
+  auto publisher = start_gateway_with_events(a, b);
+  ASSERT_TRUE(publisher);
+  ASSERT_TRUE(eventually([&] {
+    return call(http::Method::kGet, "/v1/models").body.find("sql-lora") != std::string::npos;
+  }));
+  const auto ids = prompt_ids(9, 10);
+  events::BlockStored stored;
+  for (uint64_t i = 0; i < 8; ++i) stored.block_hashes.push_back(3000 + i);
+  stored.token_ids.assign(ids.begin(), ids.begin() + 8 * 16);
+  stored.block_size = 16;
+  stored.medium = "GPU";
+  stored.lora_name = "sql-lora";
+  events::EventBatch batch;
+  batch.events.push_back(stored);
+  ASSERT_TRUE(publisher->publish(batch).ok());
+  ASSERT_TRUE(eventually([&] {
+    return call(http::Method::kGet, "/v1/admin/cache-view/" + b.id()).body.find("\"block_count\":8") !=
+           std::string::npos;
+  }));
+  auto hits_on_b = [&](const std::string& model) {
+    auto explain = call(http::Method::kPost, "/v1/admin/route-explain", completion_json(ids, true, model));
+    EXPECT_EQ(explain.status, 200) << explain.body;
+    const auto ex = boost::json::parse(explain.body);
+    for (const auto& row : ex.at("stages").at(0).at("workers").as_array()) {
+      if (row.at("worker_id").as_string() == b.id()) return row.at("cache_hits").to_number<int>();
+    }
+    return -1;
+  };
+  EXPECT_EQ(hits_on_b("sql-lora"), 8);
+  EXPECT_EQ(hits_on_b("fake-model"), 0);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_json(ids, true, "sql-lora")).status, 200);
+  }
+  EXPECT_EQ(b.requests.load(), 4);
+  EXPECT_EQ(a.requests.load(), 0);
 }
 
 TEST_F(GatewayTest, RelaysTheStreamByteForByte) {

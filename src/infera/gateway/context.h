@@ -7,7 +7,10 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "infera/common/clock.h"
 #include "infera/common/metrics.h"
@@ -79,5 +82,11 @@ void add_metric_collectors(GatewayContext& g);
 // time spent is added to `tokenize_time`.
 Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, const OpenAiRequest& r,
                                             Nanos& tokenize_time);
+
+// The prompt's block hashes as the KV index keys them (ARCHITECTURE section 4): for a model the
+// fleet serves as a LoRA adapter, seeded with the adapter's name, as the router hashes the
+// blocks of KV events that name it (vLLM's `lora_name`).
+void prompt_hashes(const GatewayContext& g, std::string_view model,
+                   std::span<const uint32_t> ids, std::vector<uint64_t>& out);
 
 }  // namespace infera::gateway

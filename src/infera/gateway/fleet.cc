@@ -277,6 +277,18 @@ std::vector<std::string> Fleet::models() const {
   return out;
 }
 
+bool Fleet::is_adapter(std::string_view model) const {
+  if (model.empty()) return false;
+  const auto v = view_.load();
+  for (const FleetMember& m : v->members) {
+    std::lock_guard lock(m.rt->mu);
+    if (std::find(m.rt->adapters.begin(), m.rt->adapters.end(), model) != m.rt->adapters.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void Fleet::probe(const FleetMember& member) {
   // Asks a worker what it serves (/v1/models) and its block size (/metrics:
   // vllm:cache_config_info{block_size=...}), so static workers need no extra flags.
@@ -289,19 +301,27 @@ void Fleet::probe(const FleetMember& member) {
       boost::system::error_code ec;
       const boost::json::value v = boost::json::parse(models->body, ec);
       std::vector<std::string> names;
+      std::vector<std::string> adapters;
       if (!ec && v.is_object()) {
         const boost::json::value* data = v.get_object().if_contains("data");
         if (data && data->is_array()) {
           for (const boost::json::value& d : data->get_array()) {
             if (!d.is_object()) continue;
             const boost::json::value* id = d.get_object().if_contains("id");
-            if (id && id->is_string()) names.emplace_back(id->get_string());
+            if (!id || !id->is_string()) continue;
+            names.emplace_back(id->get_string());
+            // vLLM lists each LoRA adapter with its base model as `parent` (null for the base).
+            const boost::json::value* parent = d.get_object().if_contains("parent");
+            if (parent && parent->is_string() && parent->get_string() != id->get_string()) {
+              adapters.emplace_back(id->get_string());
+            }
           }
         }
       }
       if (!names.empty()) {
         std::lock_guard lock(member.rt->mu);
         member.rt->models = std::move(names);
+        member.rt->adapters = std::move(adapters);
       }
     }
     http::Request metrics_req;

@@ -43,6 +43,7 @@ struct WorkerRuntime {
   mutable std::mutex mu;             // guards the fields below
   std::string refused_reason;        // why it is not routed
   std::vector<std::string> models;   // served models (record, or the worker's /v1/models)
+  std::vector<std::string> adapters;  // those of `models` that are LoRA adapters (a `parent`)
   uint32_t block_size = 0;           // reported block size; 0: unknown
 };
 
@@ -120,6 +121,9 @@ class Fleet {
 
   // Every model any member serves (for /v1/models).
   std::vector<std::string> models() const;
+  // Whether some member serves `model` as a LoRA adapter: its /v1/models entry names a parent
+  // model, as vLLM lists the adapters of --lora-modules.
+  bool is_adapter(std::string_view model) const;
 
  private:
   FleetMember join(const discovery::WorkerInfo& info, std::shared_ptr<WorkerRuntime> rt);

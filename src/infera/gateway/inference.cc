@@ -276,6 +276,12 @@ Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, const OpenA
   return std::move(encoded->ids);
 }
 
+void prompt_hashes(const GatewayContext& g, std::string_view model,
+                   std::span<const uint32_t> ids, std::vector<uint64_t>& out) {
+  const uint64_t seed = g.fleet->is_adapter(model) ? kv::lora_seed(model) : kv::kHashSeed;
+  kv::compute_seq_hashes(ids, g.config.block_size, seed, out);
+}
+
 namespace {
 
 // The client's answer for a request that fails here (never reached a worker, or every attempt
@@ -831,7 +837,7 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   }
   const Nanos t_hash = g.clock.now();
   std::vector<uint64_t> hashes;
-  kv::compute_seq_hashes(*ids, g.config.block_size, kv::kHashSeed, hashes);
+  prompt_hashes(g, parsed->model, *ids, hashes);
   const Nanos hash_time = g.clock.now() - t_hash;
   g.metrics.tokenize.observe(to_seconds(tokenize_time));
   g.metrics.hash.observe(to_seconds(hash_time));
