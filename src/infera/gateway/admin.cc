@@ -119,7 +119,7 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
     co_return http::error_response(ids.status(), {.origin = http::ErrorOrigin::kRequestBody});
   }
   std::vector<uint64_t> hashes;
-  prompt_hashes(g, parsed->model, *ids, hashes);
+  prompt_hashes(g, parsed->model, g.fleet->lookup(parsed->model).adapter, *ids, hashes);
   const auto view = g.fleet->view();
   json::array stages;
   // A split fleet (prefill and decode pools) shows both stages' tables, as a request is routed.

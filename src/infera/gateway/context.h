@@ -84,9 +84,9 @@ Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, const OpenA
                                             Nanos& tokenize_time);
 
 // The prompt's block hashes as the KV index keys them (ARCHITECTURE section 4): for a model the
-// fleet serves as a LoRA adapter, seeded with the adapter's name, as the router hashes the
-// blocks of KV events that name it (vLLM's `lora_name`).
-void prompt_hashes(const GatewayContext& g, std::string_view model,
+// fleet serves as a LoRA adapter (`adapter`, from Fleet::lookup), seeded with the adapter's
+// name, as the router hashes the blocks of KV events that name it (vLLM's `lora_name`).
+void prompt_hashes(const GatewayContext& g, std::string_view model, bool adapter,
                    std::span<const uint32_t> ids, std::vector<uint64_t>& out);
 
 }  // namespace infera::gateway

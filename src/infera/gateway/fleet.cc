@@ -277,16 +277,19 @@ std::vector<std::string> Fleet::models() const {
   return out;
 }
 
-bool Fleet::is_adapter(std::string_view model) const {
-  if (model.empty()) return false;
+Fleet::ModelLookup Fleet::lookup(std::string_view model) const {
+  ModelLookup out;
   const auto v = view_.load();
   for (const FleetMember& m : v->members) {
     std::lock_guard lock(m.rt->mu);
-    if (std::find(m.rt->adapters.begin(), m.rt->adapters.end(), model) != m.rt->adapters.end()) {
-      return true;
-    }
+    out.models_known = out.models_known || !m.rt->models.empty();
+    if (model.empty()) continue;
+    out.served = out.served ||
+                 std::find(m.rt->models.begin(), m.rt->models.end(), model) != m.rt->models.end();
+    out.adapter = out.adapter || std::find(m.rt->adapters.begin(), m.rt->adapters.end(), model) !=
+                                     m.rt->adapters.end();
   }
-  return false;
+  return out;
 }
 
 void Fleet::probe(const FleetMember& member) {

@@ -121,9 +121,16 @@ class Fleet {
 
   // Every model any member serves (for /v1/models).
   std::vector<std::string> models() const;
-  // Whether some member serves `model` as a LoRA adapter: its /v1/models entry names a parent
-  // model, as vLLM lists the adapters of --lora-modules.
-  bool is_adapter(std::string_view model) const;
+  // What the fleet knows of a request's `model`, in one pass without allocating (every request
+  // asks): whether any member's models are known, whether one serves `model`, and whether one
+  // serves it as a LoRA adapter (its /v1/models entry names a parent model, as vLLM lists the
+  // adapters of --lora-modules).
+  struct ModelLookup {
+    bool models_known = false;
+    bool served = false;
+    bool adapter = false;
+  };
+  ModelLookup lookup(std::string_view model) const;
 
  private:
   FleetMember join(const discovery::WorkerInfo& info, std::shared_ptr<WorkerRuntime> rt);

@@ -276,9 +276,9 @@ Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, const OpenA
   return std::move(encoded->ids);
 }
 
-void prompt_hashes(const GatewayContext& g, std::string_view model,
+void prompt_hashes(const GatewayContext& g, std::string_view model, bool adapter,
                    std::span<const uint32_t> ids, std::vector<uint64_t>& out) {
-  const uint64_t seed = g.fleet->is_adapter(model) ? kv::lora_seed(model) : kv::kHashSeed;
+  const uint64_t seed = adapter ? kv::lora_seed(model) : kv::kHashSeed;
   kv::compute_seq_hashes(ids, g.config.block_size, seed, out);
 }
 
@@ -800,13 +800,10 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
     co_return fail(parsed.status(), {.origin = http::ErrorOrigin::kRequestBody, .param = param});
   }
   const auto view = g.fleet->view();
-  if (!parsed->model.empty()) {
-    const std::vector<std::string> models = g.fleet->models();
-    if (!models.empty() &&
-        std::find(models.begin(), models.end(), parsed->model) == models.end()) {
-      co_return fail(not_found("the model '" + parsed->model + "' does not exist"),
-                     {.param = "model", .code = "model_not_found"});
-    }
+  const Fleet::ModelLookup found = g.fleet->lookup(parsed->model);
+  if (!parsed->model.empty() && found.models_known && !found.served) {
+    co_return fail(not_found("the model '" + parsed->model + "' does not exist"),
+                   {.param = "model", .code = "model_not_found"});
   }
 
   if (g.config.max_inflight_per_worker != 0 && queue_full(g, *view, parsed->model)) {
@@ -837,7 +834,7 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   }
   const Nanos t_hash = g.clock.now();
   std::vector<uint64_t> hashes;
-  prompt_hashes(g, parsed->model, *ids, hashes);
+  prompt_hashes(g, parsed->model, found.adapter, *ids, hashes);
   const Nanos hash_time = g.clock.now() - t_hash;
   g.metrics.tokenize.observe(to_seconds(tokenize_time));
   g.metrics.hash.observe(to_seconds(hash_time));
