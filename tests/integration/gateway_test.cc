@@ -140,6 +140,7 @@ class FakeEngine {
                [this](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
                  // As vLLM lists them: the base model (parent null), then each LoRA adapter.
                  std::string data = R"({"id":")" + model + R"(","object":"model","parent":null})";
+                 std::lock_guard lock(mu);
                  for (const std::string& a : adapters) {
                    data += R"(,{"id":")" + a + R"(","object":"model","parent":")" + model + R"("})";
                  }
@@ -183,7 +184,7 @@ class FakeEngine {
   std::unique_ptr<http::Server> server;
   RoomBoard* board = nullptr;  // for the kSglang* modes
   std::string model = "fake-model";  // what /v1/models lists; set before the gateway starts
-  std::vector<std::string> adapters;  // LoRA adapters /v1/models lists after the model
+  std::vector<std::string> adapters;  // LoRA adapters /v1/models lists after the model (mu)
   std::atomic<Mode> mode{Mode::kOk};
   std::atomic<int> requests{0};
   std::atomic<int> cancelled{0};
@@ -191,7 +192,7 @@ class FakeEngine {
   std::string last_body;
   std::string last_request_id;
   std::promise<void> died;
-  std::mutex mu;  // guards bodies and request_ids
+  std::mutex mu;  // guards bodies, request_ids and adapters
   std::vector<std::string> bodies;
   std::vector<std::string> request_ids;
 };
@@ -345,6 +346,27 @@ TEST_F(GatewayTest, ALoraAdaptersRequestsFindTheBlocksItsEventsStored) {
   }
   EXPECT_EQ(b.requests.load(), 4);
   EXPECT_EQ(a.requests.load(), 0);
+}
+
+// An adapter loaded at run time (vLLM's /v1/load_lora_adapter) becomes routable without a
+// restart: the gateway asks every worker what it serves every few seconds.
+TEST_F(GatewayTest, AnAdapterLoadedAtRunTimeBecomesRoutable) {
+  FakeEngine engine(loop_);
+  start_gateway({engine.url()});
+  ASSERT_TRUE(eventually([&] {
+    return call(http::Method::kGet, "/v1/models").body.find("fake-model") != std::string::npos;
+  }));
+  const std::string body = completion_json(prompt_ids(17, 2), true, "new-lora");
+  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", body).status, 404);
+  {
+    std::lock_guard lock(engine.mu);
+    engine.adapters = {"new-lora"};
+  }
+  ASSERT_TRUE(eventually(
+      [&] { return call(http::Method::kGet, "/v1/models").body.find("new-lora") != std::string::npos; },
+      std::chrono::seconds(15)));  // the refresh runs every 5 s (Fleet::kModelRefreshTicks)
+  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", body).status, 200);
+  EXPECT_EQ(engine.requests.load(), 1);
 }
 
 TEST_F(GatewayTest, RelaysTheStreamByteForByte) {

@@ -260,7 +260,12 @@ void Fleet::maintain() {
       std::lock_guard lock(m.rt->mu);
       unknown = m.rt->models.empty();
     }
-    if (unknown && maintain_ticks_ % 10 == 0 && m.endpoint.port != 0) probe(m);
+    if (m.endpoint.port == 0) continue;
+    if (unknown && maintain_ticks_ % 10 == 0) {
+      probe(m);
+    } else if (!unknown && maintain_ticks_ % kModelRefreshTicks == 0) {
+      probe(m, /*block_size=*/false);
+    }
   }
 }
 
@@ -292,11 +297,11 @@ Fleet::ModelLookup Fleet::lookup(std::string_view model) const {
   return out;
 }
 
-void Fleet::probe(const FleetMember& member) {
+void Fleet::probe(const FleetMember& member, bool block_size) {
   // Asks a worker what it serves (/v1/models) and its block size (/metrics:
   // vllm:cache_config_info{block_size=...}), so static workers need no extra flags.
   const uint32_t router_block_size = options_.block_size;
-  auto task = [this, member, router_block_size]() -> net::awaitable<void> {
+  auto task = [this, member, router_block_size, block_size]() -> net::awaitable<void> {
     http::Request models_req;
     models_req.target = "/v1/models";
     auto models = co_await client_.request(member.endpoint, std::move(models_req));
@@ -322,11 +327,22 @@ void Fleet::probe(const FleetMember& member) {
         }
       }
       if (!names.empty()) {
-        std::lock_guard lock(member.rt->mu);
-        member.rt->models = std::move(names);
-        member.rt->adapters = std::move(adapters);
+        bool changed = false;
+        {
+          std::lock_guard lock(member.rt->mu);
+          changed = !member.rt->models.empty() && member.rt->models != names;
+          member.rt->models = names;
+          member.rt->adapters = std::move(adapters);
+        }
+        if (changed) {
+          std::string list;
+          for (const std::string& n : names) list += (list.empty() ? "" : ",") + n;
+          INFERA_LOG(kInfo, "fleet").msg("a worker's models changed").kv("worker", member.info.id)
+              .kv("models", list);
+        }
       }
     }
+    if (!block_size) co_return;
     http::Request metrics_req;
     metrics_req.target = "/metrics";
     auto scraped = co_await client_.request(member.endpoint, std::move(metrics_req));

@@ -113,8 +113,11 @@ class Fleet {
   void record_failure(const FleetMember& member) const;
 
   // Periodic upkeep (every second from the gateway): expire stale active load, refuse workers
-  // whose events carry another block size, ask workers with unknown models again.
+  // whose events carry another block size, ask workers with unknown models again, and every
+  // kModelRefreshTicks ask every worker what it serves (LoRA adapters come and go at run time:
+  // vLLM's /v1/load_lora_adapter).
   void maintain();
+  static constexpr uint64_t kModelRefreshTicks = 5;
 
   // "healthy", "backoff", "refused" (a state for the admin API).
   std::string health(const FleetMember& member) const;
@@ -136,7 +139,8 @@ class Fleet {
   FleetMember join(const discovery::WorkerInfo& info, std::shared_ptr<WorkerRuntime> rt);
   void leave(const FleetMember& member);
   void refuse(const FleetMember& member, const std::string& reason) const;
-  void probe(const FleetMember& member);  // asks the worker for models and block size, async
+  // Asks the worker for its models and, with `block_size`, its block size; async.
+  void probe(const FleetMember& member, bool block_size = true);
 
   Options options_;
   kv::KvIndex& index_;
