@@ -440,26 +440,32 @@ TEST(FaultE2eTest, EngineKilledMidStreamEndsItsStreamsWithAnErrorEvent) {
   run.finish();
 }
 
+// `hung` accepts connections and reads requests, and never answers: six requests all succeed,
+// the first call to it is retried elsewhere after the first-byte timeout, and it is excluded
+// after that timeout (1 or 2 calls; round-robin alone would have sent it three). Then it answers
+// again and is readmitted. Prints how long that took, as `what` readmitted.
+void expect_hung_retried_excluded_readmitted(FaultRun& run, uint16_t s, ProxiedEngine& hung,
+                                             const std::string& what) {
+  hung.http().set_mode(Mode::kHang);
+  const auto before = worker_row(s, hung.id());
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
+  const auto after = worker_row(s, hung.id());
+  EXPECT_GE(run.retried(), 1) << "no call was retried after the first-byte timeout";
+  EXPECT_GE(attempts_between(before, after), 1);
+  EXPECT_LE(attempts_between(before, after), 2);
+
+  hung.http().set_mode(Mode::kForward);
+  const double readmitted_s = expect_readmitted(run, s, hung.id(), SteadyClock::now());
+  std::printf("%s readmitted %.2f s after it recovered\n", what.c_str(), readmitted_s);
+}
+
 TEST(FaultE2eTest, HungEngineIsRetriedElsewhereExcludedAndReadmitted) {
   FaultyAndHealthy stage("hung", "100");
   ASSERT_TRUE(stage.ready());
   ProxiedEngine& hung = stage.faulty;
   const uint16_t s = stage.server->port();
   FaultRun run("engine_hung", *stage.server);
-
-  // The engine accepts connections and reads requests, and never answers.
-  hung.http().set_mode(Mode::kHang);
-  const auto before = worker_row(s, hung.id());
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
-  const auto after = worker_row(s, hung.id());
-  EXPECT_GE(run.retried(), 1) << "no request was retried after the first-byte timeout";
-  // Excluded after its first timeout: round-robin alone would have sent it three.
-  EXPECT_GE(attempts_between(before, after), 1);
-  EXPECT_LE(attempts_between(before, after), 2);
-
-  hung.http().set_mode(Mode::kForward);
-  const double readmitted_s = expect_readmitted(run, s, hung.id(), SteadyClock::now());
-  std::printf("hung engine readmitted %.2f s after it recovered\n", readmitted_s);
+  expect_hung_retried_excluded_readmitted(run, s, hung, "hung engine");
   run.finish();
 }
 
@@ -1063,20 +1069,9 @@ TEST_P(HungSplitWorkerTest, IsRetriedOnTheOtherWorkerOfItsRoleExcludedAndReadmit
   const uint16_t s = server->port();
   FaultRun run(role + "_worker_hung", *server);
 
-  // The worker accepts connections and reads requests, and never answers: after the first-byte
-  // timeout its call goes to the other worker of its role (a decode retry pulls the blocks the
-  // prefill worker still holds), and it is excluded for a while.
-  hung.http().set_mode(Mode::kHang);
-  const auto before = worker_row(s, hung.id());
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
-  const auto after = worker_row(s, hung.id());
-  EXPECT_GE(run.retried(), 1) << "no call was retried after the first-byte timeout";
-  EXPECT_GE(attempts_between(before, after), 1);
-  EXPECT_LE(attempts_between(before, after), 2);  // round-robin alone would have sent it three
-
-  hung.http().set_mode(Mode::kForward);
-  const double readmitted_s = expect_readmitted(run, s, hung.id(), SteadyClock::now());
-  std::printf("hung %s worker readmitted %.2f s after it recovered\n", role.c_str(), readmitted_s);
+  // After the first-byte timeout its call goes to the other worker of its role (a decode retry
+  // pulls the blocks the prefill worker still holds).
+  expect_hung_retried_excluded_readmitted(run, s, hung, "hung " + role + " worker");
   run.finish();
 }
 

@@ -11,6 +11,7 @@
 #include <set>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "infera/common/metrics.h"
 #include "infera/events/publisher.h"
@@ -245,6 +246,29 @@ class GatewayTest : public ::testing::Test {
     return std::move(*publisher);
   }
 
+  // Publishes one BlockStored of the first `blocks` blocks of `ids` on `worker` (engine hashes
+  // `first_hash` on; `lora_name`: stored for that adapter) and waits until the gateway's
+  // mirror of the worker holds exactly them.
+  bool store_blocks(events::KvEventPublisher& publisher, const FakeEngine& worker,
+                    const std::vector<uint32_t>& ids, uint64_t blocks, uint64_t first_hash,
+                    std::optional<std::string> lora_name = std::nullopt) {
+    events::BlockStored stored;
+    for (uint64_t i = 0; i < blocks; ++i) stored.block_hashes.push_back(first_hash + i);
+    stored.token_ids.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(blocks * 16));
+    stored.block_size = 16;
+    stored.medium = "GPU";
+    stored.lora_name = std::move(lora_name);
+    events::EventBatch batch;
+    batch.events.push_back(stored);
+    if (!publisher.publish(batch).ok()) return false;
+    const std::string cache_view = "/v1/admin/cache-view/" + worker.id();
+    return eventually([&] {
+      return call(http::Method::kGet, cache_view).body == R"({"worker_id":")" + worker.id() +
+                                                              R"(","block_count":)" +
+                                                              std::to_string(blocks) + "}";
+    });
+  }
+
   // A request through the gateway, whole response.
   http::Response call(http::Method method, std::string target, std::string body = {},
                       http::Headers headers = {}) {
@@ -317,19 +341,7 @@ TEST_F(GatewayTest, ALoraAdaptersRequestsFindTheBlocksItsEventsStored) {
     return call(http::Method::kGet, "/v1/models").body.find("sql-lora") != std::string::npos;
   }));
   const auto ids = prompt_ids(9, 10);
-  events::BlockStored stored;
-  for (uint64_t i = 0; i < 8; ++i) stored.block_hashes.push_back(3000 + i);
-  stored.token_ids.assign(ids.begin(), ids.begin() + 8 * 16);
-  stored.block_size = 16;
-  stored.medium = "GPU";
-  stored.lora_name = "sql-lora";
-  events::EventBatch batch;
-  batch.events.push_back(stored);
-  ASSERT_TRUE(publisher->publish(batch).ok());
-  ASSERT_TRUE(eventually([&] {
-    return call(http::Method::kGet, "/v1/admin/cache-view/" + b.id()).body.find("\"block_count\":8") !=
-           std::string::npos;
-  }));
+  ASSERT_TRUE(store_blocks(*publisher, b, ids, 8, 3000, "sql-lora"));
   auto hits_on_b = [&](const std::string& model) {
     auto explain = call(http::Method::kPost, "/v1/admin/route-explain", completion_json(ids, true, model));
     EXPECT_EQ(explain.status, 200) << explain.body;
@@ -386,19 +398,7 @@ TEST_F(GatewayTest, FollowsTheCacheLearnedFromKvEvents) {
   ASSERT_TRUE(publisher);
   // Worker b caches 8 blocks of the prompt.
   const auto ids = prompt_ids(3, 10);
-  events::BlockStored stored;
-  for (uint64_t i = 0; i < 8; ++i) stored.block_hashes.push_back(1000 + i);
-  stored.token_ids.assign(ids.begin(), ids.begin() + 8 * 16);
-  stored.block_size = 16;
-  stored.medium = "GPU";
-  events::EventBatch batch;
-  batch.events.push_back(stored);
-  ASSERT_TRUE(publisher->publish(batch).ok());
-  const std::string cache_view = "/v1/admin/cache-view/" + b.id();
-  ASSERT_TRUE(eventually([&] {
-    return call(http::Method::kGet, cache_view).body ==
-           R"({"worker_id":")" + b.id() + R"(","block_count":8})";
-  }));
+  ASSERT_TRUE(store_blocks(*publisher, b, ids, 8, 1000));
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(call(http::Method::kPost, "/v1/completions", completion_json(ids)).status, 200);
   }
