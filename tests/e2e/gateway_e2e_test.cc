@@ -183,6 +183,63 @@ TEST(GatewayE2eTest, RoutingFollowsTheCacheAndWeightZeroSpreadsTheLoad) {
   }
 }
 
+// A LoRA adapter's requests (vLLM --lora-modules) follow the adapter's own cache: the engines
+// name the adapter in their KV events and the server hashes the adapter's requests with the
+// adapter's seed, so a family's requests stay on the worker that caches its prefix for that
+// adapter, and the engines report the prefix as cached.
+TEST(GatewayE2eTest, ALoraAdaptersRequestsFollowTheAdaptersCache) {
+  std::vector<std::unique_ptr<InferaProcess>> engines;
+  std::vector<std::string> ids;
+  std::vector<std::string> flags = {"--router-policy", "kv-aware"};
+  for (int i = 0; i < 2; ++i) {
+    engines.push_back(start_engine("lora_e" + std::to_string(i),
+                                   {"--speedup-ratio", "100", "--enable-lora", "--lora-modules",
+                                    "sql-lora=/adapters/sql"}));
+    ASSERT_TRUE(engines.back()->ready());
+    ids.push_back(engines.back()->id());
+    flags.push_back("--worker");
+    flags.push_back(engines.back()->worker_flag());
+  }
+  auto server = start_server("lora_server", flags);
+  ASSERT_TRUE(server->ready());
+  const uint16_t s = server->port();
+  // Both workers listed, serving the base model and the adapter.
+  const std::vector<std::string> served = {std::string(kModel), "sql-lora"};
+  ASSERT_TRUE(eventually([&] {
+    const auto t = workers(s);
+    if (!t || t->size() != ids.size()) return false;
+    for (const std::string& id : ids) {
+      if (t->count(id) == 0 || t->at(id).models != served) return false;
+    }
+    return true;
+  })) << server->log();
+
+  constexpr int kLoraFamilies = 4;
+  constexpr int kLoraRounds = 3;
+  std::vector<std::vector<std::string>> by_family(kLoraFamilies);
+  int64_t cached_later = 0;
+  for (int round = 0; round < kLoraRounds; ++round) {
+    for (int f = 0; f < kLoraFamilies; ++f) {
+      const auto prompt = concat(token_ids(5000 + static_cast<uint64_t>(f), kPrefixTokens),
+                                 token_ids(6000 + static_cast<uint64_t>(f * 10 + round), kQuestionTokens));
+      std::string body = completion_body(prompt, 2);
+      const std::string base_model = R"("model":")" + std::string(kModel) + "\"";
+      body.replace(body.find(base_model), base_model.size(), R"("model":"sql-lora")");
+      const Routed r = send_traced(s, "/v1/completions", body);
+      by_family[static_cast<size_t>(f)].push_back(r.worker);
+      if (round > 0) cached_later += r.cached_tokens;
+    }
+  }
+  for (int f = 0; f < kLoraFamilies; ++f) {
+    const auto& w = by_family[static_cast<size_t>(f)];
+    for (int i = 1; i < kLoraRounds; ++i) {
+      EXPECT_EQ(w[static_cast<size_t>(i)], w[0]) << "family " << f << " request " << i;
+    }
+  }
+  // Every later request found its family's whole prefix cached for the adapter.
+  EXPECT_GE(cached_later, int64_t{kLoraFamilies} * (kLoraRounds - 1) * int64_t{kPrefixTokens});
+}
+
 // ---------------------------------------------------------------------------------------------
 // Prefill/decode disaggregation: 2 prefill + 2 decode mock engines.
 

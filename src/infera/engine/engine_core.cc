@@ -17,6 +17,8 @@ struct EngineCore::Request {
   Nanos arrival{0};
   std::vector<TokenId> tokens;         // prompt, then generated tokens
   std::vector<uint64_t> block_hashes;  // engine hashes of every full block of `tokens`
+  std::string lora_name;               // a LoRA adapter's request: its name
+  uint64_t hash_root = 0;              // the parent of block 0 (EngineBlockHasher::root)
   std::vector<uint32_t> blocks;        // block table
   uint64_t prompt_key = 0;
   uint32_t num_prompt_tokens = 0;
@@ -122,7 +124,9 @@ Status EngineCore::add_request(const RequestSpec& spec) {
   r.tokens.assign(spec.prompt.begin(), spec.prompt.end());
   r.tokens.reserve(spec.prompt.size() + std::min<uint32_t>(spec.max_tokens, 1024));
   r.block_hashes.clear();
-  hasher_.extend(r.tokens, config_.block_size, r.block_hashes);
+  r.lora_name.assign(spec.lora_name);
+  r.hash_root = hasher_.root(spec.lora_name);
+  hasher_.extend(r.tokens, config_.block_size, r.block_hashes, r.hash_root);
   r.blocks.clear();
   r.prompt_key = output_.prompt_key(spec.prompt);
   r.num_prompt_tokens = static_cast<uint32_t>(spec.prompt.size());
@@ -492,6 +496,7 @@ void EngineCore::cache_blocks(Request& r, uint32_t num_tokens) {
   stored.group_idx = 0;
   stored.kv_cache_spec_kind = "full_attention";
   stored.extra_keys_count = full - first;  // [None] per block
+  if (!r.lora_name.empty()) stored.lora_name = r.lora_name;
   step_events_.emplace_back(std::move(stored));
 }
 
@@ -546,7 +551,7 @@ void EngineCore::complete_step(StepOutput& out) {
     const TokenId token =
         index == r.eos_index ? output_.eos_token_id() : output_.token_at(r.prompt_key, index);
     r.tokens.push_back(token);
-    if (r.tokens.size() % bs == 0) hasher_.extend(r.tokens, bs, r.block_hashes);
+    if (r.tokens.size() % bs == 0) hasher_.extend(r.tokens, bs, r.block_hashes, r.hash_root);
     r.prefilled = true;
 
     // vLLM check_stop: the length cap first, then EOS (already held back until min_tokens).

@@ -62,6 +62,9 @@ struct RequestSpec {
   bool hold_kv = false;
   // A decode of a remotely prefilled prompt: its uncached prompt blocks are pulled, not computed.
   bool remote_kv = false;
+  // A LoRA adapter's request: its blocks hash apart from the base model's and other adapters'
+  // (EngineBlockHasher::root), and its KV events name the adapter (lora_name). Borrowed.
+  std::string_view lora_name;
 };
 
 enum class FinishReason : uint8_t { kNone = 0, kStop, kLength };

@@ -167,6 +167,36 @@ TEST(EngineCoreTest, BlockStoredEventsCarryVllmFields) {
   EXPECT_FALSE(d.batches()[0].dp_rank.has_value());
 }
 
+// A LoRA adapter's KV is not the base model's: the same prompt under an adapter hashes apart
+// (no prefix hit across them, as vLLM puts the adapter in every block's extra keys), hits its
+// own blocks the second time, and its BlockStored events name the adapter.
+TEST(EngineCoreTest, ALoraAdaptersBlocksAreItsOwnAndItsEventsNameIt) {
+  Driver d(small_config());
+  const auto prompt = tokens_of(6, 100);  // 6 full blocks + 4 tokens
+  d.add(1, prompt, 2);
+  d.run();
+  auto lora = [&](RequestId id) {
+    RequestSpec spec;
+    spec.id = id;
+    spec.prompt = prompt;
+    spec.max_tokens = 2;
+    spec.ignore_eos = true;
+    spec.lora_name = "sql-lora";
+    d.add(spec);
+    d.run();
+  };
+  lora(2);
+  lora(3);
+  EXPECT_EQ(d.trace(2).cached_tokens, 0u);   // the base model's blocks are not the adapter's
+  EXPECT_EQ(d.trace(3).cached_tokens, 96u);  // the adapter's own are
+  const auto stored = stored_events(d.all_events());
+  ASSERT_GE(stored.size(), 2u);
+  EXPECT_FALSE(stored.front().lora_name.has_value());
+  bool named = false;
+  for (const auto& s : stored) named = named || s.lora_name == std::optional<std::string>("sql-lora");
+  EXPECT_TRUE(named);
+}
+
 TEST(EngineCoreTest, GeneratedTokensFillBlocksThatBecomeCached) {
   Driver d(small_config());
   const auto prompt = tokens_of(6, 20);

@@ -172,6 +172,7 @@ void EngineRunner::Impl::add(const std::shared_ptr<RequestStream::State>& state,
     spec.ignore_eos = c.ignore_eos;
     spec.hold_kv = c.hold_kv;
     spec.remote_kv = c.remote_kv;
+    spec.lora_name = c.lora_name;
     const Status added = core.add_request(spec);
     if (!added.ok()) {
       abort(state);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <vector>
+#include <string>
 
 #include "infera/common/clock.h"
 #include "infera/common/metrics.h"
@@ -38,6 +39,7 @@ struct ChoiceSpec {
   bool ignore_eos = false;
   bool hold_kv = false;    // a prefill for a remote decode (RequestSpec::hold_kv)
   bool remote_kv = false;  // a decode of a remote prefill (RequestSpec::remote_kv)
+  std::string lora_name;   // a LoRA adapter's request (RequestSpec::lora_name)
 };
 
 // A token of one choice, in the order the engine produced them.

@@ -174,6 +174,8 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
   std::string kv_transfer_config;
   std::string request_transport = "http";
   std::string kv_event_transport = "zmq";
+  std::vector<std::string> lora_modules;
+  bool enable_lora = false;
 
   config::FlagSet f(
       "usage: infera engine mock [flags]\n\n"
@@ -256,6 +258,12 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
         "SECONDS");
   f.add("--request-transport", &request_transport, "http (default)", "TRANSPORT");
   f.add("--kv-event-transport", &kv_event_transport, "zmq (default)", "TRANSPORT");
+  f.add("--enable-lora", &enable_lora, "serve LoRA adapters (what --lora-modules needs, as in vLLM)",
+        "");
+  f.add("--lora-modules", &lora_modules,
+        "a LoRA adapter served under its own model name, repeatable: NAME=PATH (its blocks are "
+        "cached apart from the base model's, and its KV events name it)",
+        "NAME=PATH");
   f.add("--log-level", &o.log_level, "debug, info (default), warn, error or off", "LEVEL");
   INFERA_RETURN_IF_ERROR(f.parse(args));
   *help_requested = f.help_requested();
@@ -264,6 +272,24 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
     return o;
   }
   if (no_prefix_caching) o.engine.enable_prefix_caching = false;
+  if (!lora_modules.empty() && !enable_lora) {
+    return invalid_argument("--lora-modules needs --enable-lora");
+  }
+  for (const std::string& spec : lora_modules) {
+    const size_t eq = spec.find('=');
+    LoraModule m;
+    if (eq != std::string::npos) {
+      m.name = spec.substr(0, eq);
+      m.path = spec.substr(eq + 1);
+    }
+    if (m.name.empty() || m.path.empty()) {
+      return invalid_argument("--lora-modules takes NAME=PATH, got '" + spec + "'");
+    }
+    if (m.name == o.served_name() || o.lora_for(m.name)) {
+      return invalid_argument("--lora-modules: the model name '" + m.name + "' is taken");
+    }
+    o.lora_modules.push_back(std::move(m));
+  }
 
   INFERA_RETURN_IF_ERROR(parse_log_level(o.log_level).status());
   if (!disaggregation_mode.empty()) {

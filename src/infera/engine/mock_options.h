@@ -9,10 +9,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "infera/common/status.h"
 #include "infera/discovery/worker.h"
 #include "infera/engine/engine_config.h"
+#include "infera/engine/openai_api.h"
 #include "infera/events/encoder.h"
 
 namespace infera::engine {
@@ -84,9 +86,21 @@ struct MockOptions {
 
   std::string log_level = "info";
 
+  // LoRA adapters, served under their own names (--lora-modules NAME=PATH, repeatable).
+  std::vector<LoraModule> lora_modules;
+
   // The model name the API reports and accepts.
   const std::string& served_name() const {
     return served_model_name.empty() ? model : served_model_name;
+  }
+  // For a request's `model`: "" for the base model (or none given), the adapter's name for a
+  // LoRA adapter; nullopt for a model this engine does not serve.
+  std::optional<std::string> lora_for(std::string_view requested) const {
+    if (requested.empty() || requested == served_name()) return std::string();
+    for (const LoraModule& a : lora_modules) {
+      if (a.name == requested) return a.name;
+    }
+    return std::nullopt;
   }
 };
 

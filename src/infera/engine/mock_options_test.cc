@@ -57,6 +57,24 @@ TEST(MockOptionsTest, ParsesEveryContractFlag) {
   EXPECT_TRUE(o->engine.enable_kv_events);
 }
 
+TEST(MockOptionsTest, LoraModulesAsVllmTakesThem) {
+  auto o = parse({"--served-model-name", "base", "--enable-lora", "--lora-modules", "sql=/a",
+                  "--lora-modules", "chat=/b/c"});
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  ASSERT_EQ(o->lora_modules.size(), 2u);
+  EXPECT_EQ(o->lora_modules[1].name, "chat");
+  EXPECT_EQ(o->lora_modules[1].path, "/b/c");
+  EXPECT_EQ(o->lora_for("sql"), std::optional<std::string>("sql"));
+  EXPECT_EQ(o->lora_for("base"), std::optional<std::string>(""));
+  EXPECT_EQ(o->lora_for(""), std::optional<std::string>(""));
+  EXPECT_FALSE(o->lora_for("other").has_value());
+  EXPECT_FALSE(parse({"--lora-modules", "sql=/a"}).ok());  // needs --enable-lora
+  EXPECT_FALSE(parse({"--enable-lora", "--lora-modules", "sql"}).ok());
+  EXPECT_FALSE(parse({"--enable-lora", "--lora-modules", "=/a"}).ok());
+  EXPECT_FALSE(parse({"--enable-lora", "--lora-modules", "a=/x", "--lora-modules", "a=/y"}).ok());
+  EXPECT_FALSE(parse({"--enable-lora", "--lora-modules", "infera-mock=/x"}).ok());
+}
+
 TEST(MockOptionsTest, DisaggregationFlags) {
   auto o = parse({"--role", "prefill", "--pd-protocol", "sglang", "--disaggregation-bootstrap-port",
                   "0", "--kv-block-bytes", "1000", "--kv-transfer-bandwidth-gb-s", "2.5",

@@ -107,7 +107,7 @@ class Api {
     r.add(http::Method::kGet, "/v1/models", [this](http::Request&, http::ResponseWriter&) {
       return ready(http::Response::json(
           200, models_response(options_.served_name(), options_.model, runner_.max_model_len(),
-                               created_)));
+                               created_, options_.lora_modules)));
     });
     r.add(http::Method::kGet, "/metrics", [this](http::Request&, http::ResponseWriter&) {
       http::Response res;
@@ -337,7 +337,8 @@ class Api {
     Result<GenerateRequest> parsed = parse_generate_request(kind, req.body, &param);
     if (!parsed.ok()) co_return bad_request(parsed.status(), param);
     const GenerateRequest& r = *parsed;
-    if (!r.model.empty() && r.model != options_.served_name()) co_return model_not_found(r.model);
+    const std::optional<std::string> lora = options_.lora_for(r.model);
+    if (!lora) co_return model_not_found(r.model);
 
     if (r.prompts.size() * r.n > kMaxChoices) {
       co_return bad_request(invalid_argument("at most " + std::to_string(kMaxChoices) +
@@ -388,6 +389,7 @@ class Api {
         c.ignore_eos = r.ignore_eos;
         c.hold_kv = hold;
         c.remote_kv = remote_kv;
+        c.lora_name = *lora;
         choices.push_back(std::move(c));
       }
     }
@@ -398,7 +400,7 @@ class Api {
     meta.kind = kind;
     meta.id = next_id(kind);
     meta.created = static_cast<int64_t>(std::time(nullptr));
-    meta.model = options_.served_name();
+    meta.model = lora->empty() ? options_.served_name() : *lora;
 
     std::vector<OutputDetokenizer> detok;
     detok.reserve(num_choices);
@@ -507,7 +509,7 @@ class Api {
     Result<TokenizeRequest> parsed = parse_tokenize_request(req.body, &param);
     if (!parsed.ok()) return bad_request(parsed.status(), param);
     const TokenizeRequest& r = *parsed;
-    if (!r.model.empty() && r.model != options_.served_name()) return model_not_found(r.model);
+    if (!options_.lora_for(r.model)) return model_not_found(r.model);
     std::vector<TokenId> ids;
     if (r.prompt) {
       ids = codec_.encode(*r.prompt, r.add_special_tokens.value_or(true));

@@ -275,6 +275,27 @@ TEST(MockServerTest, SglangPrefillEngineComputesThePromptAndOneToken) {
   EXPECT_EQ(usage_of(object_of(d.body), "completion_tokens"), 50);
 }
 
+// LoRA adapters as vLLM serves them: listed after the base model with it as `parent`, answered
+// under their own name; a model that is neither is a 404.
+TEST(MockServerTest, LoraAdaptersAreListedAndServedUnderTheirNames) {
+  auto engine = start_engine({"--enable-lora", "--lora-modules", "sql-lora=/adapters/sql"});
+  ASSERT_TRUE(engine);
+  const json::object models = object_of(call(engine->port(), "GET", "/v1/models").body);
+  const json::array& data = models.at("data").as_array();
+  ASSERT_EQ(data.size(), 2u);
+  EXPECT_TRUE(data[0].at("parent").is_null());
+  EXPECT_EQ(data[1].at("id").as_string(), "sql-lora");
+  EXPECT_EQ(data[1].at("parent").as_string(), "mock");
+  EXPECT_EQ(data[1].at("root").as_string(), "/adapters/sql");
+  const std::string body = R"({"model":"sql-lora","prompt":)" + ids_json(40, 7) + R"(,"max_tokens":2})";
+  const RawResponse r = call(engine->port(), "POST", "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(object_of(r.body).at("model").as_string(), "sql-lora");
+  EXPECT_EQ(call(engine->port(), "POST", "/v1/completions",
+                 R"({"model":"other-lora","prompt":[1,2,3],"max_tokens":2})").status,
+            404);
+}
+
 TEST(MockServerTest, ModelsHealthAndPing) {
   auto engine = start_engine({"--served-model-name", "served", "--num-gpu-blocks", "101"});
   ASSERT_TRUE(engine);

@@ -578,7 +578,8 @@ void StreamChunks::append_usage(std::string& out, const Usage& usage) const {
 }
 
 std::string models_response(std::string_view served_name, std::string_view root,
-                            uint32_t max_model_len, int64_t created) {
+                            uint32_t max_model_len, int64_t created,
+                            std::span<const LoraModule> adapters) {
   std::string out = R"({"object":"list","data":[{"id":)";
   http::append_json_string(out, served_name);
   out += R"(,"object":"model","created":)";
@@ -591,7 +592,19 @@ std::string models_response(std::string_view served_name, std::string_view root,
   out += std::to_string(created);
   out += R"(,"allow_create_engine":false,"allow_sampling":true,"allow_logprobs":true,)"
          R"("allow_search_indices":false,"allow_view":true,"allow_fine_tuning":false,)"
-         R"("organization":"*","group":null,"is_blocking":false}]}]})";
+         R"("organization":"*","group":null,"is_blocking":false}]})";
+  for (const LoraModule& a : adapters) {
+    out += R"(,{"id":)";
+    http::append_json_string(out, a.name);
+    out += R"(,"object":"model","created":)";
+    out += std::to_string(created);
+    out += R"(,"owned_by":"vllm","root":)";
+    http::append_json_string(out, a.path);
+    out += R"(,"parent":)";
+    http::append_json_string(out, served_name);
+    out += R"(,"max_model_len":null,"permission":[]})";
+  }
+  out += "]}";
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -143,9 +144,17 @@ class StreamChunks {
   std::string head_;  // `data: {` ... `,"choices":[`
 };
 
-// GET /v1/models.
+// A LoRA adapter served under its own model name (vLLM --lora-modules NAME=PATH).
+struct LoraModule {
+  std::string name;
+  std::string path;
+};
+
+// GET /v1/models: the base model, then each adapter with the base as its `parent`, as vLLM lists
+// them.
 std::string models_response(std::string_view served_name, std::string_view root,
-                            uint32_t max_model_len, int64_t created);
+                            uint32_t max_model_len, int64_t created,
+                            std::span<const LoraModule> adapters = {});
 // POST /tokenize answer; token_strs null unless given.
 std::string tokenize_response(const std::vector<TokenId>& ids, uint32_t max_model_len,
                               const std::vector<std::string>* token_strs);
