@@ -94,9 +94,9 @@ struct MockOptions {
     return served_model_name.empty() ? model : served_model_name;
   }
   // For a request's `model`: "" for the base model (or none given), the adapter's name for a
-  // LoRA adapter; nullopt for a model this engine does not serve.
-  std::optional<std::string> lora_for(std::string_view requested) const {
-    if (requested.empty() || requested == served_name()) return std::string();
+  // LoRA adapter (viewing these options); nullopt for a model this engine does not serve.
+  std::optional<std::string_view> lora_for(std::string_view requested) const {
+    if (requested.empty() || requested == served_name()) return std::string_view();
     for (const LoraModule& a : lora_modules) {
       if (a.name == requested) return a.name;
     }

@@ -64,9 +64,9 @@ TEST(MockOptionsTest, LoraModulesAsVllmTakesThem) {
   ASSERT_EQ(o->lora_modules.size(), 2u);
   EXPECT_EQ(o->lora_modules[1].name, "chat");
   EXPECT_EQ(o->lora_modules[1].path, "/b/c");
-  EXPECT_EQ(o->lora_for("sql"), std::optional<std::string>("sql"));
-  EXPECT_EQ(o->lora_for("base"), std::optional<std::string>(""));
-  EXPECT_EQ(o->lora_for(""), std::optional<std::string>(""));
+  EXPECT_EQ(o->lora_for("sql"), std::optional<std::string_view>("sql"));
+  EXPECT_EQ(o->lora_for("base"), std::optional<std::string_view>(""));
+  EXPECT_EQ(o->lora_for(""), std::optional<std::string_view>(""));
   EXPECT_FALSE(o->lora_for("other").has_value());
   EXPECT_FALSE(parse({"--lora-modules", "sql=/a"}).ok());  // needs --enable-lora
   EXPECT_FALSE(parse({"--enable-lora", "--lora-modules", "sql"}).ok());

@@ -337,7 +337,7 @@ class Api {
     Result<GenerateRequest> parsed = parse_generate_request(kind, req.body, &param);
     if (!parsed.ok()) co_return bad_request(parsed.status(), param);
     const GenerateRequest& r = *parsed;
-    const std::optional<std::string> lora = options_.lora_for(r.model);
+    const std::optional<std::string_view> lora = options_.lora_for(r.model);
     if (!lora) co_return model_not_found(r.model);
 
     if (r.prompts.size() * r.n > kMaxChoices) {
@@ -389,7 +389,7 @@ class Api {
         c.ignore_eos = r.ignore_eos;
         c.hold_kv = hold;
         c.remote_kv = remote_kv;
-        c.lora_name = *lora;
+        c.lora_name.assign(*lora);
         choices.push_back(std::move(c));
       }
     }
@@ -400,7 +400,7 @@ class Api {
     meta.kind = kind;
     meta.id = next_id(kind);
     meta.created = static_cast<int64_t>(std::time(nullptr));
-    meta.model = lora->empty() ? options_.served_name() : *lora;
+    meta.model = lora->empty() ? options_.served_name() : std::string(*lora);
 
     std::vector<OutputDetokenizer> detok;
     detok.reserve(num_choices);
