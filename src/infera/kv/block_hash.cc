@@ -1,5 +1,9 @@
 #include "infera/kv/block_hash.h"
 
+// The whole of XXH3 inlined here (libxxhash's header mode): the fixed sizes below (64-byte
+// blocks, 16-byte chain inputs) then compile to straight-line code instead of a call through
+// the shared library's length dispatch.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <bit>
@@ -19,6 +23,8 @@ uint64_t lora_seed(std::string_view lora_name) {
 }
 
 uint64_t local_block_hash(std::span<const TokenId> block_tokens, uint64_t seed) {
+  // 16 tokens (64 bytes) is the block size every engine defaults to: a constant length.
+  if (block_tokens.size() == 16) return XXH3_64bits_withSeed(block_tokens.data(), 64, seed);
   return XXH3_64bits_withSeed(block_tokens.data(), block_tokens.size_bytes(), seed);
 }
 
