@@ -1,13 +1,14 @@
 // FlatU64Map<V>: an open-addressing hash map from uint64 keys to small values, for hot paths
 // that hold millions of entries (the KV index, active load, the engine's prefix cache).
 // Robin Hood linear probing with backward-shift deletion (no tombstones), one flat array of
-// {key, value} slots. Capacity is any multiple of 16 (slot = multiply-shift "fastrange" of the
-// mixed key). By default the table grows by 1.25x at load 0.85, so it stays between 68 % and
-// 85 % full: memory per entry is what the KV index's budget needs (docs/benchmarks.md). Tables
-// that favour insert speed over memory (ActiveLoad) ask for a lower max load, which also
-// grows them by 2x. Keys may be any
-// uint64 (the key 0 is kept out of the array in a side slot). Pointers returned by find/insert
-// are valid until the next insert or erase. Not thread-safe: the owner synchronises.
+// {code, value} slots, where a key's code is the key times an odd constant (invertible, so
+// for_each gives the keys back). Capacity is any multiple of 16 (slot = multiply-shift
+// "fastrange" of the code). By default the table grows by 1.25x at load 0.85, so it stays
+// between 68 % and 85 % full: memory per entry is what the KV index's budget needs
+// (docs/benchmarks.md). Tables that favour insert speed over memory (ActiveLoad) ask for a
+// lower max load, which also grows them by 2x. Keys may be any uint64 (the key 0 is kept out
+// of the array in a side slot). Pointers returned by find/insert are valid until the next
+// insert or erase. Not thread-safe: the owner synchronises.
 #pragma once
 
 #include <sys/mman.h>
@@ -32,7 +33,7 @@ class FlatU64Map {
 
  public:
   struct Slot {
-    uint64_t key;  // 0 = empty
+    uint64_t key;  // the key's code (mix); 0 = empty
     V value;
   };
 
@@ -62,7 +63,7 @@ class FlatU64Map {
   V* find(uint64_t key) {
     if (key == 0) return has_zero_ ? &zero_value_ : nullptr;
     if (!slots_) return nullptr;
-    const auto [i, found] = probe(key);
+    const auto [i, found] = probe(mix(key));
     return found ? &slots_[i].value : nullptr;
   }
   const V* find(uint64_t key) const { return const_cast<FlatU64Map*>(this)->find(key); }
@@ -73,25 +74,13 @@ class FlatU64Map {
   void prefetch(uint64_t key) const { prefetch_line(slot_address(key)); }
   // For a key about to be inserted or erased: both the home line and the next, since at this
   // table's load an insert shifts entries up to the next empty slot, often across a line.
+  // (Asking for more lines where a cluster runs longer, a second stage once these arrived,
+  // paid on one machine and cost more than it saved on another: docs/benchmarks.md.)
   void prefetch_for_write(uint64_t key) const {
     const uintptr_t at = slot_address(key);
     prefetch_line(at);
     prefetch_line(at + 64);
   }
-  // The second stage of a batch insert or erase, once the lines prefetch_for_write asked for
-  // have arrived: when `key`'s cluster runs past them (no empty slot), asks for the next two
-  // lines as well, so no operation of the batch then waits on a miss of its own.
-  void prefetch_cluster(uint64_t key) const {
-    if (!slots_) return;
-    size_t i = home(key);
-    const uintptr_t at = reinterpret_cast<uintptr_t>(&slots_[i]);
-    for (size_t n = (128 - (at & 63)) / sizeof(Slot); n > 0; --n, i = next(i)) {
-      if (slots_[i].key == 0) return;
-    }
-    prefetch_line(at + 128);
-    prefetch_line(at + 192);
-  }
-
   // Returns the value for `key`, inserting `init` when absent; `.second` tells which.
   std::pair<V*, bool> try_emplace(uint64_t key, V init = V{}) {
     if (key == 0) {
@@ -105,32 +94,45 @@ class FlatU64Map {
       grow();
     }
     // One walk: the key, or the slot where Robin Hood order puts it.
-    const auto [i, found] = probe(key);
+    const uint64_t code = mix(key);
+    const auto [i, found] = probe(code);
     if (found) return {&slots_[i].value, false};
-    return {place(i, key, std::move(init)), true};
+    return {place(i, code, std::move(init)), true};
   }
 
   bool erase(uint64_t key) {
+    V unused;
+    return take(key, unused);
+  }
+
+  // Erases `key`, returning its value through `out`; false when absent. One walk.
+  bool take(uint64_t key, V& out) {
     if (key == 0) {
       if (!has_zero_) return false;
+      out = std::move(zero_value_);
       has_zero_ = false;
       zero_value_ = V{};
       return true;
     }
     if (!slots_) return false;
-    auto [i, found] = probe(key);
+    const auto [i, found] = probe(mix(key));
     if (!found) return false;
-    // Backward-shift: pull following displaced entries one step towards their home.
-    size_t j = next(i);
-    while (slots_[j].key != 0 && distance(slots_[j].key, j) > 0) {
-      slots_[i] = std::move(slots_[j]);
-      i = j;
-      j = next(j);
-    }
-    slots_[i].key = 0;
-    slots_[i].value = V{};
-    --size_;
+    out = std::move(slots_[i].value);
+    erase_slot(i);
     return true;
+  }
+
+  // Erases the entry whose value `value` points at, as find or try_emplace returned it (and no
+  // insert or erase since): no second walk to the key.
+  void erase_found(V* value) {
+    if (value == &zero_value_) {
+      has_zero_ = false;
+      zero_value_ = V{};
+      return;
+    }
+    const auto* slot =
+        reinterpret_cast<const Slot*>(reinterpret_cast<char*>(value) - offsetof(Slot, value));
+    erase_slot(static_cast<size_t>(slot - slots_));
   }
 
   void clear() {
@@ -152,7 +154,7 @@ class FlatU64Map {
   void for_each(Fn&& fn) {
     if (has_zero_) fn(uint64_t{0}, zero_value_);
     for (size_t i = 0; i < capacity(); ++i) {
-      if (slots_[i].key != 0) fn(slots_[i].key, slots_[i].value);
+      if (slots_[i].key != 0) fn(unmix(slots_[i].key), slots_[i].value);
     }
   }
   template <typename Fn>
@@ -162,48 +164,72 @@ class FlatU64Map {
   }
 
  private:
-  // Multiplicative (Fibonacci) mix, then Lemire's fastrange maps it onto [0, cap): good for
-  // random hashes and for small sequential ids alike, and needs no power-of-two capacity.
-  size_t home(uint64_t key) const {
-    const uint64_t mixed = key * 0x9E3779B97F4A7C15ULL;
-    return static_cast<size_t>(mul_hi64(mixed, cap_));
-  }
+  // Slots hold keys multiplied by an odd constant (Fibonacci hashing), which is invertible
+  // modulo 2^64 and keeps 0 at 0: the home of a stored code is then one multiply (Lemire's
+  // fastrange onto [0, cap)), which the Robin Hood walks compute for every slot they pass.
+  // Good for random hashes and for small sequential ids alike; any capacity works.
+  static constexpr uint64_t kMix = 0x9E3779B97F4A7C15ULL;
+  static constexpr uint64_t kUnmix = [] {
+    uint64_t inv = kMix;  // Newton's iteration doubles the correct low bits each step
+    for (int i = 0; i < 6; ++i) inv *= 2 - kMix * inv;
+    return inv;
+  }();
+  static_assert(kMix * kUnmix == 1);
+  static uint64_t mix(uint64_t key) { return key * kMix; }
+  static uint64_t unmix(uint64_t code) { return code * kUnmix; }
+  size_t home(uint64_t code) const { return static_cast<size_t>(mul_hi64(code, cap_)); }
   size_t next(size_t i) const { return i + 1 == cap_ ? 0 : i + 1; }
   // The address of `key`'s home slot, as an integer: prefetching needs no valid pointer (an
   // empty table gives 0, and a prefetch never faults) and may run past the table's end.
   uintptr_t slot_address(uint64_t key) const {
-    return reinterpret_cast<uintptr_t>(slots_) + home(key) * sizeof(Slot);
+    return reinterpret_cast<uintptr_t>(slots_) + home(mix(key)) * sizeof(Slot);
   }
-  size_t distance(uint64_t key, size_t pos) const {
-    const size_t h = home(key);
+  size_t distance(uint64_t code, size_t pos) const {
+    const size_t h = home(code);
     return pos >= h ? pos - h : pos + cap_ - h;
   }
   static size_t round_capacity(size_t n) { return (n + 15) / 16 * 16; }
 
-  // The slot holding `key` ({slot, true}), or else the slot where Robin Hood order puts it
-  // ({slot, false}): the first empty slot or the first entry closer to its home than `key`
-  // would be there (the key cannot be further along). `key` != 0; the table is not empty.
-  std::pair<size_t, bool> probe(uint64_t key) const {
-    size_t i = home(key);
+  // The slot holding `code` ({slot, true}), or else the slot where Robin Hood order puts it
+  // ({slot, false}): the first empty slot or the first entry closer to its home than `code`
+  // would be there (it cannot be further along). `code` != 0; the table is not empty.
+  std::pair<size_t, bool> probe(uint64_t code) const {
+    size_t i = home(code);
     for (size_t dist = 0;; ++dist, i = next(i)) {
       const uint64_t at = slots_[i].key;
-      if (at == key) return {i, true};
+      if (at == code) return {i, true};
       if (at == 0 || distance(at, i) < dist) return {i, false};
     }
   }
 
-  // Puts an absent key at `i`, the slot probe() gave: the run from `i` to the next empty slot
-  // moves one step right (each entry ends one further from its home, the order is kept), so no
-  // home is computed per moved entry.
-  V* place(size_t i, uint64_t key, V value) {
-    size_t j = i;
-    while (slots_[j].key != 0) j = next(j);
-    while (j != i) {
-      const size_t before = j == 0 ? cap_ - 1 : j - 1;
-      slots_[j] = std::move(slots_[before]);
-      j = before;
+  // Empties slot `i`, then pulls the displaced entries after it one step towards their home.
+  void erase_slot(size_t i) {
+    size_t j = next(i);
+    while (slots_[j].key != 0 && distance(slots_[j].key, j) > 0) {
+      slots_[i] = std::move(slots_[j]);
+      i = j;
+      j = next(j);
     }
-    slots_[i] = Slot{key, std::move(value)};
+    slots_[i].key = 0;
+    slots_[i].value = V{};
+    --size_;
+  }
+
+  // Puts an absent code at `i`, the slot probe() gave: the run from `i` to the next empty slot
+  // moves one step right (each entry ends one further from its home, the order is kept), so no
+  // home is computed per moved entry. One pass: each slot takes the entry carried from its left
+  // and hands its own on, until an empty slot takes the last one (a walk to the empty slot and
+  // a move back from it cost one more hard-to-predict loop exit).
+  V* place(size_t i, uint64_t code, V value) {
+    Slot carry{code, std::move(value)};
+    size_t j = i;
+    for (;;) {
+      Slot here = slots_[j];
+      slots_[j] = carry;
+      if (here.key == 0) break;
+      carry = here;
+      j = next(j);
+    }
     ++size_;
     return &slots_[i].value;
   }

@@ -82,7 +82,7 @@ struct KvIndex::Group {
     uint64_t* bits = holders.find(router);
     if (!bits) return;
     *bits &= ~bit;
-    if (*bits == 0) holders.erase(router);
+    if (*bits == 0) holders.erase_found(bits);
   }
 
   void clear_gpu(WorkerState& w, uint64_t bit) {
@@ -289,10 +289,9 @@ ApplyResult KvIndex::apply(const StoredEvent& event) {
   }
 
   if (event.medium == Medium::kGpu) {
-    // The tables are far larger than the caches at fleet scale, and this machine class waits
-    // ~250 ns per miss, so every line an insert will touch is asked for before any insert
-    // runs, in two stages (home lines, then the rest of long clusters), and the misses of the
-    // whole event overlap. Chaining the router hashes fills the wait for the first stage.
+    // The tables are far larger than the caches at fleet scale and a miss costs 100-250 ns,
+    // so the lines the inserts start on are asked for before any insert runs and the misses
+    // of the whole event overlap. Chaining the router hashes fills the wait for the first.
     for (const uint64_t engine : event.engine_hashes) w.gpu.prefetch_for_write(engine);
     for (size_t i = 0; i < num_blocks; ++i) {
       local[i] = has_parent ? chain_block_hash(prev, local[i], seed) : local[i];
@@ -300,8 +299,6 @@ ApplyResult KvIndex::apply(const StoredEvent& event) {
       prev = local[i];
       g.holders.prefetch_for_write(local[i]);
     }
-    for (const uint64_t engine : event.engine_hashes) w.gpu.prefetch_cluster(engine);
-    for (size_t i = 0; i < num_blocks; ++i) g.holders.prefetch_cluster(local[i]);
     for (size_t i = 0; i < num_blocks; ++i) {
       const uint64_t router = local[i];
       const uint64_t engine = event.engine_hashes[i];
@@ -355,38 +352,35 @@ ApplyResult KvIndex::apply(const RemovedEvent& event) {
     }
     WorkerState& w = g.workers[event.worker % kGroupSize];
     if (event.medium == Medium::kGpu) {
-      // Passes so the cache misses of a batch overlap: prefetch the engine slots; read the
-      // router hashes, prefetch their holder slots and the rest of long engine clusters; the
-      // rest of long holder clusters; then erase.
+      // Three passes so the cache misses of a batch overlap: ask for the engine slots; take
+      // each engine hash out of its table and ask for its router hash's holder slot; then
+      // drop the worker from those holders.
       for (const uint64_t engine : event.engine_hashes) w.gpu.prefetch_for_write(engine);
       constexpr size_t kBatch = 32;
       uint64_t routers[kBatch];
+      bool held[kBatch];
       for (size_t start = 0; start < event.engine_hashes.size(); start += kBatch) {
         const auto chunk = event.engine_hashes.subspan(
             start, std::min(kBatch, event.engine_hashes.size() - start));
         for (size_t i = 0; i < chunk.size(); ++i) {
-          const uint64_t* router = w.gpu.find(chunk[i]);
-          routers[i] = router ? *router : 0;
-          if (router) g.holders.prefetch_for_write(*router);
-          w.gpu.prefetch_cluster(chunk[i]);  // the backward shift of erase walks the cluster
-        }
-        for (size_t i = 0; i < chunk.size(); ++i) {
-          if (routers[i] != 0) g.holders.prefetch_cluster(routers[i]);
-        }
-        for (size_t i = 0; i < chunk.size(); ++i) {
           const uint64_t engine = chunk[i];
+          held[i] = false;
           // A copy in gpu_dups implies the engine hash is in gpu: drop one copy first. Else
-          // erase tells whether it was held (an event may name a hash twice: the second is
+          // take tells whether it was held (an event may name a hash twice: the second is
           // unknown by then).
           if (uint32_t* dups = w.gpu_dups.find(engine)) {
             ++removed;
-            if (--*dups == 0) w.gpu_dups.erase(engine);
-          } else if (w.gpu.erase(engine)) {
+            if (--*dups == 0) w.gpu_dups.erase_found(dups);
+          } else if (w.gpu.take(engine, routers[i])) {
             ++removed;
-            g.drop_gpu_name(w, routers[i], bit);
+            held[i] = true;
+            g.holders.prefetch_for_write(routers[i]);
           } else {
             ++unknown;
           }
+        }
+        for (size_t i = 0; i < chunk.size(); ++i) {
+          if (held[i]) g.drop_gpu_name(w, routers[i], bit);
         }
       }
     } else {
