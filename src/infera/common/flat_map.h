@@ -101,7 +101,7 @@ class FlatU64Map {
   }
 
   bool erase(uint64_t key) {
-    V unused;
+    V unused{};
     return take(key, unused);
   }
 
