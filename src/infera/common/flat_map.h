@@ -11,8 +11,6 @@
 // insert or erase. Not thread-safe: the owner synchronises.
 #pragma once
 
-#include <sys/mman.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -23,6 +21,7 @@
 
 #include "infera/common/bits.h"
 #include "infera/common/check.h"
+#include "infera/common/table_memory.h"
 
 namespace infera {
 
@@ -164,19 +163,10 @@ class FlatU64Map {
   }
 
  private:
-  // Slots hold keys multiplied by an odd constant (Fibonacci hashing), which is invertible
-  // modulo 2^64 and keeps 0 at 0: the home of a stored code is then one multiply (Lemire's
-  // fastrange onto [0, cap)), which the Robin Hood walks compute for every slot they pass.
-  // Good for random hashes and for small sequential ids alike; any capacity works.
-  static constexpr uint64_t kMix = 0x9E3779B97F4A7C15ULL;
-  static constexpr uint64_t kUnmix = [] {
-    uint64_t inv = kMix;  // Newton's iteration doubles the correct low bits each step
-    for (int i = 0; i < 6; ++i) inv *= 2 - kMix * inv;
-    return inv;
-  }();
-  static_assert(kMix * kUnmix == 1);
-  static uint64_t mix(uint64_t key) { return key * kMix; }
-  static uint64_t unmix(uint64_t code) { return code * kUnmix; }
+  // Slots hold key codes (bits.h), so the home of a stored code, which the Robin Hood walks
+  // compute for every slot they pass, is one multiply (fastrange onto [0, cap)).
+  static uint64_t mix(uint64_t key) { return code_of(key); }
+  static uint64_t unmix(uint64_t code) { return key_of(code); }
   size_t home(uint64_t code) const { return static_cast<size_t>(mul_hi64(code, cap_)); }
   size_t next(size_t i) const { return i + 1 == cap_ ? 0 : i + 1; }
   // The address of `key`'s home slot, as an integer: prefetching needs no valid pointer (an
@@ -252,24 +242,8 @@ class FlatU64Map {
     free_slots(old);
   }
 
-  // Zero-filled slot memory. Tables of 2 MiB and more are 2 MiB-aligned and advised to use
-  // transparent huge pages: at fleet scale every lookup is a random access into tens of MiB,
-  // and 4 KiB pages would add a TLB miss to each cache miss.
-  static constexpr size_t kHugePage = size_t{2} << 20;
   static Slot* alloc_slots(size_t n) {
-    const size_t bytes = n * sizeof(Slot);
-    void* p = nullptr;
-    if (bytes >= kHugePage) {
-      const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-      p = std::aligned_alloc(kHugePage, rounded);
-      INFERA_CHECK(p != nullptr);
-      madvise(p, rounded, MADV_HUGEPAGE);
-    } else {
-      p = std::malloc(bytes);
-      INFERA_CHECK(p != nullptr);
-    }
-    std::memset(p, 0, bytes);
-    return static_cast<Slot*>(p);
+    return static_cast<Slot*>(alloc_table_memory(n * sizeof(Slot)));
   }
   static void free_slots(Slot* p) { std::free(p); }
 

@@ -6,6 +6,7 @@
 
 #include "infera/common/check.h"
 #include "infera/common/flat_map.h"
+#include "infera/common/group_map.h"
 #include "infera/common/rw_lock.h"
 
 namespace infera::kv {
@@ -30,8 +31,11 @@ struct LowerTier {
 };
 
 struct WorkerState {
-  // GPU: engine hash -> router hash. Exactly one entry per distinct engine hash.
-  FlatU64Map<uint64_t> gpu;
+  // GPU: engine hash -> router hash. Exactly one entry per distinct engine hash. Every cached
+  // block costs one insert and one erase here, so this is the walk-free Swiss table; the
+  // group's holders table, which queries read far more than events write, stays Robin Hood
+  // (docs/benchmarks.md).
+  GroupU64Map<uint64_t> gpu;
   // Extra copies of an engine hash stored more than once (vLLM does not deduplicate). Rare.
   FlatU64Map<uint32_t> gpu_dups;
   // Router hashes named by more than one engine hash on this worker (e.g. a cache salt changes

@@ -1,0 +1,33 @@
+// Zero-filled memory for the slot arrays of the flat hash tables (FlatU64Map, GroupU64Map).
+#pragma once
+
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+
+#include "infera/common/check.h"
+
+namespace infera {
+
+// Arrays of 2 MiB and more are 2 MiB-aligned and advised to use transparent huge pages: at
+// fleet scale every lookup is a random access into tens of MiB, and 4 KiB pages would add a
+// TLB miss to each cache miss. Release with std::free.
+inline void* alloc_table_memory(size_t bytes, int fill = 0) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  void* p = nullptr;
+  if (bytes >= kHugePage) {
+    const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    p = std::aligned_alloc(kHugePage, rounded);
+    INFERA_CHECK(p != nullptr);
+    madvise(p, rounded, MADV_HUGEPAGE);
+  } else {
+    p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    INFERA_CHECK(p != nullptr);
+  }
+  std::memset(p, fill, bytes);
+  return p;
+}
+
+}  // namespace infera
