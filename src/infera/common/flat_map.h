@@ -47,20 +47,19 @@ class FlatU64Map {
     std::swap(cap_, o.cap_);
     std::swap(size_, o.size_);
     std::swap(max_load_percent_, o.max_load_percent_);
-    std::swap(has_zero_, o.has_zero_);
-    std::swap(zero_value_, o.zero_value_);
+    std::swap(zero_, o.zero_);
     return *this;
   }
   ~FlatU64Map() { free_slots(slots_); }
 
-  size_t size() const { return size_ + (has_zero_ ? 1 : 0); }
+  size_t size() const { return size_ + (zero_.present ? 1 : 0); }
   bool empty() const { return size() == 0; }
   size_t capacity() const { return cap_; }
   // Bytes held by the table (slots only), for memory accounting.
   size_t memory_bytes() const { return capacity() * sizeof(Slot); }
 
   V* find(uint64_t key) {
-    if (key == 0) return has_zero_ ? &zero_value_ : nullptr;
+    if (key == 0) return zero_.find();
     if (!slots_) return nullptr;
     const auto [i, found] = probe(mix(key));
     return found ? &slots_[i].value : nullptr;
@@ -82,12 +81,7 @@ class FlatU64Map {
   }
   // Returns the value for `key`, inserting `init` when absent; `.second` tells which.
   std::pair<V*, bool> try_emplace(uint64_t key, V init = V{}) {
-    if (key == 0) {
-      if (has_zero_) return {&zero_value_, false};
-      has_zero_ = true;
-      zero_value_ = std::move(init);
-      return {&zero_value_, true};
-    }
+    if (key == 0) return zero_.try_emplace(std::move(init));
     if (!slots_ || (size_ + 1) * 100 > cap_ * max_load_percent_) {
       if (V* v = find(key)) return {v, false};
       grow();
@@ -106,13 +100,7 @@ class FlatU64Map {
 
   // Erases `key`, returning its value through `out`; false when absent. One walk.
   bool take(uint64_t key, V& out) {
-    if (key == 0) {
-      if (!has_zero_) return false;
-      out = std::move(zero_value_);
-      has_zero_ = false;
-      zero_value_ = V{};
-      return true;
-    }
+    if (key == 0) return zero_.take(out);
     if (!slots_) return false;
     const auto [i, found] = probe(mix(key));
     if (!found) return false;
@@ -124,9 +112,8 @@ class FlatU64Map {
   // Erases the entry whose value `value` points at, as find or try_emplace returned it (and no
   // insert or erase since): no second walk to the key.
   void erase_found(V* value) {
-    if (value == &zero_value_) {
-      has_zero_ = false;
-      zero_value_ = V{};
+    if (zero_.holds(value)) {
+      zero_.clear();
       return;
     }
     const auto* slot =
@@ -139,8 +126,7 @@ class FlatU64Map {
     slots_ = nullptr;
     cap_ = 0;
     size_ = 0;
-    has_zero_ = false;
-    zero_value_ = V{};
+    zero_.clear();
   }
 
   void reserve(size_t n) {
@@ -151,7 +137,7 @@ class FlatU64Map {
   // Calls fn(key, value&) for every entry. fn must not insert or erase.
   template <typename Fn>
   void for_each(Fn&& fn) {
-    if (has_zero_) fn(uint64_t{0}, zero_value_);
+    if (zero_.present) fn(uint64_t{0}, zero_.value);
     for (size_t i = 0; i < capacity(); ++i) {
       if (slots_[i].key != 0) fn(unmix(slots_[i].key), slots_[i].value);
     }
@@ -251,8 +237,7 @@ class FlatU64Map {
   size_t cap_ = 0;
   unsigned max_load_percent_ = 85;
   size_t size_ = 0;  // entries in slots_ (excludes the zero key)
-  bool has_zero_ = false;
-  V zero_value_{};
+  ZeroKeySlot<V> zero_;
 };
 
 }  // namespace infera

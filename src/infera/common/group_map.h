@@ -53,19 +53,18 @@ class GroupU64Map {
     std::swap(groups_, o.groups_);
     std::swap(size_, o.size_);
     std::swap(growth_left_, o.growth_left_);
-    std::swap(has_zero_, o.has_zero_);
-    std::swap(zero_value_, o.zero_value_);
+    std::swap(zero_, o.zero_);
     return *this;
   }
   ~GroupU64Map() { free_all(); }
 
-  size_t size() const { return size_ + (has_zero_ ? 1 : 0); }
+  size_t size() const { return size_ + (zero_.present ? 1 : 0); }
   bool empty() const { return size() == 0; }
   size_t capacity() const { return groups_ * kGroup; }
   size_t memory_bytes() const { return capacity() * (sizeof(Slot) + 1); }
 
   V* find(uint64_t key) {
-    if (key == 0) return has_zero_ ? &zero_value_ : nullptr;
+    if (key == 0) return zero_.find();
     if (!slots_) return nullptr;
     const size_t i = lookup(mix(key));
     return i == kNone ? nullptr : &slots_[i].value;
@@ -85,12 +84,7 @@ class GroupU64Map {
 
   // Returns the value for `key`, inserting `init` when absent; `.second` tells which.
   std::pair<V*, bool> try_emplace(uint64_t key, V init = V{}) {
-    if (key == 0) {
-      if (has_zero_) return {&zero_value_, false};
-      has_zero_ = true;
-      zero_value_ = std::move(init);
-      return {&zero_value_, true};
-    }
+    if (key == 0) return zero_.try_emplace(std::move(init));
     const uint64_t code = mix(key);
     if (slots_) {
       const size_t i = lookup(code);
@@ -107,13 +101,7 @@ class GroupU64Map {
 
   // Erases `key`, returning its value through `out`; false when absent.
   bool take(uint64_t key, V& out) {
-    if (key == 0) {
-      if (!has_zero_) return false;
-      out = std::move(zero_value_);
-      has_zero_ = false;
-      zero_value_ = V{};
-      return true;
-    }
+    if (key == 0) return zero_.take(out);
     if (!slots_) return false;
     const size_t i = lookup(mix(key));
     if (i == kNone) return false;
@@ -128,9 +116,8 @@ class GroupU64Map {
   // Erases the entry whose value `value` points at, as find or try_emplace returned it (and no
   // insert or erase since): no second lookup.
   void erase_found(V* value) {
-    if (value == &zero_value_) {
-      has_zero_ = false;
-      zero_value_ = V{};
+    if (zero_.holds(value)) {
+      zero_.clear();
       return;
     }
     const auto* slot =
@@ -145,14 +132,13 @@ class GroupU64Map {
     groups_ = 0;
     size_ = 0;
     growth_left_ = 0;
-    has_zero_ = false;
-    zero_value_ = V{};
+    zero_.clear();
   }
 
   // Calls fn(key, value&) for every entry. fn must not insert or erase.
   template <typename Fn>
   void for_each(Fn&& fn) {
-    if (has_zero_) fn(uint64_t{0}, zero_value_);
+    if (zero_.present) fn(uint64_t{0}, zero_.value);
     for (size_t i = 0; i < capacity(); ++i) {
       if (ctrl_[i] < 0x80) fn(unmix(slots_[i].key), slots_[i].value);
     }
@@ -293,8 +279,7 @@ class GroupU64Map {
   size_t groups_ = 0;
   size_t size_ = 0;
   size_t growth_left_ = 0;
-  bool has_zero_ = false;
-  V zero_value_{};
+  ZeroKeySlot<V> zero_;
 };
 
 }  // namespace infera

@@ -1,4 +1,5 @@
-// Zero-filled memory for the slot arrays of the flat hash tables (FlatU64Map, GroupU64Map).
+// What the flat hash tables (FlatU64Map, GroupU64Map) share: their slot memory, and the side
+// slot of the key 0 (which marks empty slots in their arrays).
 #pragma once
 
 #include <sys/mman.h>
@@ -6,6 +7,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "infera/common/check.h"
 
@@ -29,5 +31,30 @@ inline void* alloc_table_memory(size_t bytes, int fill = 0) {
   std::memset(p, fill, bytes);
   return p;
 }
+
+template <typename V>
+struct ZeroKeySlot {
+  bool present = false;
+  V value{};
+
+  V* find() { return present ? &value : nullptr; }
+  std::pair<V*, bool> try_emplace(V init) {
+    if (present) return {&value, false};
+    present = true;
+    value = std::move(init);
+    return {&value, true};
+  }
+  bool take(V& out) {
+    if (!present) return false;
+    out = std::move(value);
+    clear();
+    return true;
+  }
+  bool holds(const V* v) const { return v == &value; }
+  void clear() {
+    present = false;
+    value = V{};
+  }
+};
 
 }  // namespace infera
