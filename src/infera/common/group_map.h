@@ -15,9 +15,9 @@
 //
 // Load: when free slots (not counting tombstones) fall to 1/8, the table grows by 1.25x if
 // live entries fill more than 25/32 of it, else it is rebuilt at the same size without its
-// tombstones; so it stays between about 62 % and 87.5 % full. Keys may be any uint64 (the key 0 is kept in a side
-// slot). Pointers returned by find/insert are valid until the next insert or erase. Not
-// thread-safe: the owner synchronises.
+// tombstones; so it stays between about 62 % and 87.5 % full. Keys may be any uint64 (the
+// key 0 is kept in a side slot). Pointers returned by find/insert are valid until the next
+// insert or erase. Not thread-safe: the owner synchronises.
 #pragma once
 
 #if defined(__SSE2__)
