@@ -1,5 +1,7 @@
 #include "infera/events/applier.h"
 
+#include <charconv>
+
 namespace infera::events {
 namespace {
 
@@ -79,7 +81,20 @@ void EventApplier::apply(const Event& event, ApplyTally& tally) {
     e.token_ids = s->token_ids;
     e.block_size = s->block_size;
     e.medium = medium_of(s->medium);
-    if (s->lora_name) e.lora_name = *s->lora_name;
+    // vLLM before lora_name (#27577) names an adapter by its integer id only. The router
+    // cannot hash a request for it (requests name adapters), but the blocks are not the base
+    // model's either: they get a seed of their own that no request produces, so they never
+    // pass for base-model blocks in a prefix match.
+    char unnamed[32];
+    if (s->lora_name) {
+      e.lora_name = *s->lora_name;
+    } else if (s->lora_id) {
+      constexpr std::string_view kPrefix = "\x01lora_id=";
+      kPrefix.copy(unnamed, kPrefix.size());
+      const auto end = std::to_chars(unnamed + kPrefix.size(), unnamed + sizeof(unnamed),
+                                     *s->lora_id).ptr;
+      e.lora_name = std::string_view(unnamed, static_cast<size_t>(end - unnamed));
+    }
     const kv::ApplyResult result = index_.apply(e);
     if (result == kv::ApplyResult::kApplied) {
       ++tally.events_applied;

@@ -190,5 +190,28 @@ TEST_F(EventApplierTest, LoraNameSeedsTheRouterHash) {
   EXPECT_EQ(hits(t, "adapter"), 1u);
 }
 
+// Older vLLM names an adapter by id only: its blocks must not pass for the base model's, nor
+// for another adapter's.
+TEST_F(EventApplierTest, AnAdapterNamedOnlyByIdIsNeverTheBaseModel) {
+  const auto t = tokens(400, 2);
+  BlockStored s = stored({81, 82}, std::nullopt, t);
+  s.lora_id = 7;
+  apply(s);
+  EXPECT_EQ(tally_.events_applied, 1u);
+  EXPECT_EQ(index_.block_count(3), 2u);
+  EXPECT_EQ(hits(t), 0u);
+  EXPECT_EQ(hits(t, "7"), 0u);
+  // Its blocks are still the worker's: they chain and are removed as usual.
+  BlockStored child = stored({83}, 82, tokens(500, 1));
+  child.lora_id = 7;
+  apply(child);
+  EXPECT_EQ(tally_.events_applied, 2u);
+  apply(removed({81, 82, 83}));
+  EXPECT_EQ(index_.block_count(3), 0u);
+  // The same tokens stored without an adapter are the base model's.
+  apply(stored({91, 92}, std::nullopt, t));
+  EXPECT_EQ(hits(t), 2u);
+}
+
 }  // namespace
 }  // namespace infera::events
