@@ -14,8 +14,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
-#include <memory>
 #include <type_traits>
 #include <utility>
 

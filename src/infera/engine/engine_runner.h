@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "infera/common/clock.h"
 #include "infera/common/metrics.h"
