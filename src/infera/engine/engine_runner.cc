@@ -413,7 +413,8 @@ net::awaitable<bool> EngineRunner::reset_prefix_cache(bool reset_running_request
     impl->drive();
     co_return done;
   };
-  const bool done = co_await net::co_spawn(impl->strand, std::move(on_strand), net::use_awaitable);
+  const bool done =
+      co_await net::co_spawn(impl->strand, std::move(on_strand), use_awaitable_uncancelled());
   co_return done;
 }
 

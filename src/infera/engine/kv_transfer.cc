@@ -102,6 +102,14 @@ struct KvTransfers::Impl : std::enable_shared_from_this<KvTransfers::Impl> {
                                 std::to_string(options.timeout.count()) + " ms");
   }
 
+  // The caller went away: its wait (offer or pull of `key`) ends now, as cancelled.
+  void stop_waits(const std::string& key) {
+    auto it = entries.find(key);
+    if (it == entries.end()) return;
+    if (it->second.offerer) it->second.offerer->timer.cancel();
+    if (it->second.taker) it->second.taker->timer.cancel();
+  }
+
   // A default-constructible result (co_spawn needs one).
   struct Taken {
     Status status;
@@ -158,18 +166,41 @@ KvTransfers::~KvTransfers() {
   net::post(impl_->strand, [impl = impl_] { impl->sweep.cancel(); });
 }
 
+namespace {
+
+// The caller's cancellation reaches a wait on the strand by a post of our own, not through
+// co_spawn (use_awaitable_uncancelled, http/net.h: a cancelled SGLang prefill killed the engine
+// that way). Returns the slot to clear once the call is over.
+net::awaitable<net::cancellation_slot> on_cancel_stop(std::shared_ptr<KvTransfers::Impl> impl,
+                                                      std::string key) {
+  const net::cancellation_state cs = co_await net::this_coro::cancellation_state;
+  net::cancellation_slot slot = cs.slot();
+  if (slot.is_connected()) {
+    slot.assign([impl, key](net::cancellation_type) {
+      net::post(impl->strand, [impl, key] { impl->stop_waits(key); });
+    });
+  }
+  co_return slot;
+}
+
+}  // namespace
+
 net::awaitable<Status> KvTransfers::offer(std::string key, RequestId id, uint32_t blocks,
                                           bool wait_until_taken) {
   std::shared_ptr<Impl> impl = impl_;
+  net::cancellation_slot slot = co_await on_cancel_stop(impl, key);
   Status s = co_await net::co_spawn(
-      impl->strand, impl->offer(std::move(key), id, blocks, wait_until_taken), net::use_awaitable);
+      impl->strand, impl->offer(std::move(key), id, blocks, wait_until_taken), use_awaitable_uncancelled());
+  if (slot.is_connected()) slot.clear();
   co_return s;
 }
 
 net::awaitable<Result<uint32_t>> KvTransfers::take(std::string key, bool wait_for_offer) {
   std::shared_ptr<Impl> impl = impl_;
+  net::cancellation_slot slot = co_await on_cancel_stop(impl, key);
   Impl::Taken t = co_await net::co_spawn(
-      impl->strand, impl->take(std::move(key), wait_for_offer), net::use_awaitable);
+      impl->strand, impl->take(std::move(key), wait_for_offer), use_awaitable_uncancelled());
+  if (slot.is_connected()) slot.clear();
   if (!t.status.ok()) co_return t.status;
   co_return t.blocks;
 }

@@ -41,6 +41,15 @@ using tcp = boost::asio::ip::tcp;
 // `auto [ec, n] = co_await sock.async_read_some(buf, use_nothrow);`
 inline constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
 
+// `co_await net::co_spawn(other_strand, op(), use_awaitable_uncancelled())`: the caller's
+// cancellation does not follow the call to the other executor. Boost 1.81's co_spawn forwards it
+// through a handler that is freed when the call ends as the signal comes (ASan,
+// heap-use-after-free in cancellation_signal::emit, 2026-12-01); callers that must stop such a
+// call post the stop themselves (engine/kv_transfer.cc).
+inline auto use_awaitable_uncancelled() {
+  return net::bind_cancellation_slot(net::cancellation_slot(), net::use_awaitable);
+}
+
 // `co_await (op() || timer.async_wait(net::use_awaitable))`: the first to finish wins and the
 // other is cancelled (and awaited).
 using boost::asio::experimental::awaitable_operators::operator||;
