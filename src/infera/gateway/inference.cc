@@ -643,9 +643,15 @@ net::awaitable<proxy::ForwardOutcome> sglang_decode(GatewayContext& g, http::End
   proxy::ForwardOutcome o;
   if (first.index() == 0) {
     o = std::move(std::get<0>(first));
-  } else {
+  } else if (pair->decode_stopped && !out->started()) {
     o.result = proxy::ForwardResult::kRetryable;  // nothing reached the client
     o.error = unavailable("the prefill call failed");
+  } else {
+    // Not stopped by the prefill call: the request itself was cancelled (the server does so
+    // when the client goes), possibly after the answer had started. Nothing to retry: a retry
+    // would start a second response.
+    o.result = proxy::ForwardResult::kClientGone;
+    o.error = cancelled("the decode call was cancelled");
   }
   if (o.result == proxy::ForwardResult::kRetryable || o.result == proxy::ForwardResult::kClientGone) {
     pair->prefill_stopped = true;
@@ -692,6 +698,10 @@ net::awaitable<http::Response> serve_sglang(GatewayContext& g, http::Request& re
     PairCalls pair(co_await net::this_coro::executor);
     proxy::ForwardOptions fo;
     fo.deadline = r.deadline;
+    // The prefill call stops the decode call only while the client has seen nothing; the
+    // decode call must then not start the client's response either (it may have its first
+    // piece in hand already): a retried pair would write a second response head.
+    fo.abandoned = &pair.decode_stopped;
     InflightCall prefill_call(g, *prefill);
     InflightCall decode_call(g, decode);
     auto decode_op = sglang_decode(g, decode.endpoint, upstream_request(request, r.request_id, body),

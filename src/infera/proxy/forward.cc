@@ -74,6 +74,12 @@ net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
                    : ForwardResult::kRetryable;
     co_return o;
   }
+  if (options.abandoned && *options.abandoned) {
+    up.close();
+    o.error = cancelled("the call was given up before its answer reached the client");
+    o.result = ForwardResult::kRetryable;
+    co_return o;
+  }
   o.first_byte = clock.now();
   const std::string content_type(up.header("Content-Type"));
   const bool sse = is_event_stream(content_type);

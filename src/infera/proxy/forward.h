@@ -29,6 +29,11 @@ namespace infera::proxy {
 // ends then (kRetryable before the first byte, kBrokenStream after it).
 struct ForwardOptions {
   Nanos deadline = Nanos::max();  // on `clock`
+  // Set by a caller that may give this call up (SGLang's paired prefill failed) while the
+  // client has seen nothing: once true, forward answers kRetryable instead of starting the
+  // client's response. Checked on the same strand as the write it guards, so either the
+  // response has started (and the caller may no longer give up) or it never will.
+  const bool* abandoned = nullptr;
 };
 
 enum class ForwardResult { kCompleted, kRetryable, kBrokenStream, kClientGone };
