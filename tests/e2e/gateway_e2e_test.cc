@@ -410,7 +410,10 @@ TEST_P(DisaggregatedE2eTest, PrefillFollowsTheCacheAndDecodeSpreadsTheLoad) {
   ASSERT_TRUE(table.has_value());
   for (const auto& engine : engines) {
     const Reply em = get(engine->port(), "/metrics");
-    ASSERT_EQ(em.status, 200);
+    // An engine that went away mid-test (2026-12-01 in CI: a prefill engine's use-after-free
+    // on a cancelled SGLang transfer, since fixed) is explained by its own log.
+    ASSERT_EQ(em.status, 200) << engine->id() << " " << em.error << "\nengine log:\n"
+                              << engine->log() << "\nserver log:\n" << server->log();
     if (decode_ids.count(engine->id())) {
       EXPECT_GE(metric_sum(em.body, "infera_engine_kv_pulls_total"), 1) << engine->id();
       EXPECT_GT(metric_sum(em.body, "infera_engine_kv_pulled_blocks_total"), 0) << engine->id();
