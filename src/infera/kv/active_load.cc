@@ -12,6 +12,8 @@ namespace infera::kv {
 struct KvRequest {
   std::vector<uint64_t> hashes;
   Nanos added{0};
+  uint32_t uncached = 0;  // blocks its prefill computes
+  bool prefill = true;    // first token not back yet
 };
 
 struct ActiveLoad::Worker {
@@ -21,18 +23,45 @@ struct ActiveLoad::Worker {
   FlatU64Map<uint32_t> refs{50};
   std::unordered_map<uint64_t, KvRequest> live;  // serial -> request
   std::deque<std::pair<Nanos, uint64_t>> order;  // (added, serial), oldest first
+  // Phase sums, kept under mu and published with the distinct-block count.
+  uint32_t prefill_blocks = 0, prefill_requests = 0, decode_blocks = 0, decode_requests = 0;
   std::atomic<uint32_t> blocks{0};
   std::atomic<uint32_t> requests{0};
+  std::atomic<uint32_t> pub_prefill_blocks{0}, pub_prefill_requests{0};
+  std::atomic<uint32_t> pub_decode_blocks{0}, pub_decode_requests{0};
 
+  void enter(const KvRequest& r) {
+    if (r.prefill) {
+      prefill_blocks += r.uncached;
+      ++prefill_requests;
+    } else {
+      decode_blocks += static_cast<uint32_t>(r.hashes.size());
+      ++decode_requests;
+    }
+  }
+  void leave(const KvRequest& r) {
+    if (r.prefill) {
+      prefill_blocks -= r.uncached;
+      --prefill_requests;
+    } else {
+      decode_blocks -= static_cast<uint32_t>(r.hashes.size());
+      --decode_requests;
+    }
+  }
   void drop(const KvRequest& request) {
     for (const uint64_t h : request.hashes) {
       uint32_t* n = refs.find(h);
       if (n && --*n == 0) refs.erase(h);
     }
+    leave(request);
   }
   void publish() {
     blocks.store(static_cast<uint32_t>(refs.size()), std::memory_order_relaxed);
     requests.store(static_cast<uint32_t>(live.size()), std::memory_order_relaxed);
+    pub_prefill_blocks.store(prefill_blocks, std::memory_order_relaxed);
+    pub_prefill_requests.store(prefill_requests, std::memory_order_relaxed);
+    pub_decode_blocks.store(decode_blocks, std::memory_order_relaxed);
+    pub_decode_requests.store(decode_requests, std::memory_order_relaxed);
   }
   // Removes requests added before `cutoff` (older than max_age). Caller holds mu.
   size_t expire_before(Nanos cutoff) {
@@ -70,18 +99,34 @@ ActiveLoad::Worker& ActiveLoad::worker(WorkerId id) const {
   return *workers_[id];
 }
 
-LoadTicket ActiveLoad::add(WorkerId id, std::span<const uint64_t> seq_hashes) {
+LoadTicket ActiveLoad::add(WorkerId id, std::span<const uint64_t> seq_hashes,
+                           uint32_t uncached_blocks) {
   Worker& w = worker(id);
   const Nanos now = clock_.now();
   const uint64_t serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
   KvRequest request{std::vector<uint64_t>(seq_hashes.begin(), seq_hashes.end()), now};
+  request.uncached = uncached_blocks == UINT32_MAX ? static_cast<uint32_t>(seq_hashes.size())
+                                                   : uncached_blocks;
   std::lock_guard lock(w.mu);
   w.expire_before(now - options_.max_age);
   for (const uint64_t h : request.hashes) ++*w.refs.try_emplace(h, 0).first;
+  w.enter(request);
   w.live.emplace(serial, std::move(request));
   w.order.emplace_back(now, serial);
   w.publish();
   return LoadTicket{id, serial};
+}
+
+void ActiveLoad::prefill_done(LoadTicket ticket) {
+  if (!ticket) return;
+  Worker& w = worker(ticket.worker);
+  std::lock_guard lock(w.mu);
+  auto it = w.live.find(ticket.serial);
+  if (it == w.live.end() || !it->second.prefill) return;
+  w.leave(it->second);
+  it->second.prefill = false;
+  w.enter(it->second);
+  w.publish();
 }
 
 void ActiveLoad::release(LoadTicket ticket) {
@@ -113,6 +158,7 @@ void ActiveLoad::remove_worker(WorkerId id) {
   w.refs.clear();
   w.live.clear();
   w.order.clear();
+  w.prefill_blocks = w.prefill_requests = w.decode_blocks = w.decode_requests = 0;
   w.publish();
 }
 
@@ -122,6 +168,18 @@ uint32_t ActiveLoad::active_blocks(WorkerId id) const {
 
 uint32_t ActiveLoad::active_requests(WorkerId id) const {
   return worker(id).requests.load(std::memory_order_relaxed);
+}
+
+WorkerLoad ActiveLoad::load(WorkerId id) const {
+  const Worker& w = worker(id);
+  WorkerLoad l;
+  l.active_blocks = w.blocks.load(std::memory_order_relaxed);
+  l.active_requests = w.requests.load(std::memory_order_relaxed);
+  l.prefill_blocks = w.pub_prefill_blocks.load(std::memory_order_relaxed);
+  l.prefill_requests = w.pub_prefill_requests.load(std::memory_order_relaxed);
+  l.decode_blocks = w.pub_decode_blocks.load(std::memory_order_relaxed);
+  l.decode_requests = w.pub_decode_requests.load(std::memory_order_relaxed);
+  return l;
 }
 
 uint32_t ActiveLoad::new_blocks(WorkerId id, std::span<const uint64_t> seq_hashes) const {

@@ -1,14 +1,20 @@
-// ActiveLoad: per worker, the distinct block hashes of all requests in flight on it (a prefix
-// shared by several in-flight requests counts once), as reference counts. A request is added
-// when it is routed and released on completion, error or cancel; a request older than max_age
-// (default 5 minutes, read from the injected Clock) expires, so a lost release cannot inflate a
-// worker's load forever. This is `active_blocks(w)` of the cost function (ARCHITECTURE 6).
+// ActiveLoad: what is in flight on each worker, as the router registered it. Per worker, the
+// distinct block hashes of all requests in flight on it (a prefix shared by several in-flight
+// requests counts once), as reference counts: `active_blocks(w)` of the cost function
+// (ARCHITECTURE 6). Each request also has a phase, for the prefill-aware load model
+// (routing/load_model.h): it is in prefill from routing until its first token comes back
+// (prefill_done), carrying the prompt blocks the worker must still compute (its uncached
+// blocks at routing time), then in decode, carrying its prompt blocks as KV held. A request is
+// added when it is routed and released on completion, error or cancel; a request older than
+// max_age (default 5 minutes, read from the injected Clock) expires, so a lost release cannot
+// inflate a worker's load forever.
 //
 // Concurrency: one mutex per worker, held for one add/release (no I/O under it); the counts
 // read by routing are atomics, so scoring takes no lock. Any thread.
 #pragma once
 
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -26,6 +32,16 @@ struct LoadTicket {
   explicit operator bool() const { return serial != 0; }
 };
 
+// One worker's in-flight load, by phase (each field read atomically, not all at one instant).
+struct WorkerLoad {
+  uint32_t active_blocks = 0;    // distinct blocks of every in-flight request
+  uint32_t active_requests = 0;  // requests in flight
+  uint32_t prefill_blocks = 0;   // blocks still to compute: uncached blocks of requests in prefill
+  uint32_t prefill_requests = 0;  // requests whose first token has not come back
+  uint32_t decode_blocks = 0;    // prompt blocks of requests past their first token (KV held)
+  uint32_t decode_requests = 0;  // requests past their first token
+};
+
 class ActiveLoad {
  public:
   struct Options {
@@ -38,8 +54,13 @@ class ActiveLoad {
   ActiveLoad(const ActiveLoad&) = delete;
   ActiveLoad& operator=(const ActiveLoad&) = delete;
 
-  // Registers a routed request's blocks on `worker`; also expires that worker's old requests.
-  LoadTicket add(WorkerId worker, std::span<const uint64_t> seq_hashes);
+  // Registers a routed request's blocks on `worker`, in prefill with `uncached_blocks` still to
+  // compute (default: every block of `seq_hashes`); also expires that worker's old requests.
+  LoadTicket add(WorkerId worker, std::span<const uint64_t> seq_hashes,
+                 uint32_t uncached_blocks = UINT32_MAX);
+  // The request's first token came back: its prefill is done, it decodes from now on. Only the
+  // first call counts; after release or expiry it does nothing.
+  void prefill_done(LoadTicket ticket);
   // Releases a request's blocks. Releasing twice, or after expiry, does nothing.
   void release(LoadTicket ticket);
   // Expires requests older than max_age on every worker; returns how many expired.
@@ -49,6 +70,7 @@ class ActiveLoad {
 
   uint32_t active_blocks(WorkerId worker) const;
   uint32_t active_requests(WorkerId worker) const;
+  WorkerLoad load(WorkerId worker) const;
   // Of `seq_hashes`, how many are not yet active on `worker` (the blocks a request would add).
   uint32_t new_blocks(WorkerId worker, std::span<const uint64_t> seq_hashes) const;
 

@@ -75,5 +75,52 @@ TEST_F(ActiveLoadTest, AddExpiresLazily) {
   EXPECT_EQ(load_.active_requests(0), 1u);
 }
 
+TEST_F(ActiveLoadTest, ARequestIsInPrefillUntilItsFirstTokenThenDecodes) {
+  const LoadTicket t = load_.add(0, std::vector<uint64_t>{1, 2, 3, 4}, 3);  // 1 block cached
+  WorkerLoad l = load_.load(0);
+  EXPECT_EQ(l.prefill_blocks, 3u);
+  EXPECT_EQ(l.prefill_requests, 1u);
+  EXPECT_EQ(l.decode_blocks, 0u);
+  load_.prefill_done(t);
+  l = load_.load(0);
+  EXPECT_EQ(l.prefill_blocks, 0u);
+  EXPECT_EQ(l.prefill_requests, 0u);
+  EXPECT_EQ(l.decode_blocks, 4u) << "a decoding request holds its whole prompt's KV";
+  EXPECT_EQ(l.decode_requests, 1u);
+  load_.prefill_done(t);  // only the first call counts
+  EXPECT_EQ(load_.load(0).decode_requests, 1u);
+  load_.release(t);
+  l = load_.load(0);
+  EXPECT_EQ(l.decode_blocks, 0u);
+  EXPECT_EQ(l.decode_requests, 0u);
+  EXPECT_EQ(l.active_blocks, 0u);
+}
+
+TEST_F(ActiveLoadTest, PrefillBlocksDefaultToTheWholePromptAndSumOverRequests) {
+  load_.add(1, std::vector<uint64_t>{1, 2});
+  const LoadTicket b = load_.add(1, std::vector<uint64_t>{1, 2, 3}, 1);
+  EXPECT_EQ(load_.load(1).prefill_blocks, 3u);
+  EXPECT_EQ(load_.load(1).prefill_requests, 2u);
+  EXPECT_EQ(load_.load(1).active_blocks, 3u) << "distinct blocks count once";
+  load_.release(b);  // released before its first token: its prefill leaves too
+  EXPECT_EQ(load_.load(1).prefill_blocks, 2u);
+  load_.prefill_done(b);  // after release: nothing
+  EXPECT_EQ(load_.load(1).decode_requests, 0u);
+}
+
+TEST_F(ActiveLoadTest, ExpiryAndRemovalClearThePhases) {
+  const LoadTicket t = load_.add(0, std::vector<uint64_t>{1, 2}, 2);
+  load_.prefill_done(t);
+  load_.add(0, std::vector<uint64_t>{5}, 1);
+  clock_.advance(minutes(6));
+  EXPECT_EQ(load_.expire(), 2u);
+  EXPECT_EQ(load_.load(0).decode_blocks, 0u);
+  EXPECT_EQ(load_.load(0).prefill_blocks, 0u);
+  load_.add(0, std::vector<uint64_t>{5}, 1);
+  load_.remove_worker(0);
+  EXPECT_EQ(load_.load(0).prefill_blocks, 0u);
+  EXPECT_EQ(load_.load(0).prefill_requests, 0u);
+}
+
 }  // namespace
 }  // namespace infera::kv

@@ -165,6 +165,8 @@ void KvIndex::remove_worker(WorkerId worker) {
   w.clear_all();
   g.present &= ~bit;
   g.stale &= ~bit;
+  lock.unlock();
+  if (options_.predicted) options_.predicted->clear_worker(worker);
 }
 
 void KvIndex::clear_worker(WorkerId worker) {
@@ -179,6 +181,8 @@ void KvIndex::reset_worker(WorkerId worker) {
   WorkerState& w = g.workers[worker % kGroupSize];
   g.clear_gpu(w, bit_of(worker));
   w.clear_all();
+  lock.unlock();
+  if (options_.predicted) options_.predicted->clear_worker(worker);
 }
 
 void KvIndex::set_stale(WorkerId worker, bool stale) {
@@ -319,6 +323,11 @@ ApplyResult KvIndex::apply(const StoredEvent& event) {
         bits |= bit;
       }
     }
+    lock.unlock();
+    // What was predicted on route is now confirmed (a no-op unless the worker has entries).
+    if (options_.predicted) {
+      options_.predicted->confirm(event.worker, std::span<const uint64_t>(local, num_blocks));
+    }
   } else {
     LowerTier& tier = w.lower[static_cast<size_t>(event.medium) - 1];
     for (size_t i = 0; i < num_blocks; ++i) {
@@ -412,10 +421,12 @@ ApplyResult KvIndex::apply(const RemovedEvent& event) {
 }
 
 void KvIndex::find_overlaps(std::span<const uint64_t> seq_hashes, std::vector<uint32_t>& gpu_hits,
-                            std::vector<uint32_t>* lower_hits) const {
+                            std::vector<uint32_t>* lower_hits,
+                            std::vector<uint32_t>* disk_hits) const {
   const uint32_t bound = worker_bound();
   gpu_hits.assign(bound, 0);
   if (lower_hits) lower_hits->assign(bound, 0);
+  if (lower_hits && disk_hits) disk_hits->assign(bound, 0);
   const size_t n = seq_hashes.size();
   if (n == 0) return;
   const uint32_t num_groups = (bound + kGroupSize - 1) / kGroupSize;
@@ -447,13 +458,15 @@ void KvIndex::find_overlaps(std::span<const uint64_t> seq_hashes, std::vector<ui
       const uint32_t slot = static_cast<uint32_t>(__builtin_ctzll(each));
       const WorkerState& w = g.workers[slot];
       if (!w.has_lower()) continue;
-      uint32_t extra = 0;
+      uint32_t extra = 0, disk_only = 0;
       for (size_t b = gpu_hits[base + slot]; b < n; ++b, ++extra) {
-        bool held = false;
-        for (const LowerTier& tier : w.lower) held = held || tier.by_router.contains(seq_hashes[b]);
-        if (!held) break;
+        // w.lower[0] is the CPU tier, w.lower[1] disk (Medium - 1).
+        if (w.lower[0].by_router.contains(seq_hashes[b])) continue;
+        if (!w.lower[1].by_router.contains(seq_hashes[b])) break;
+        ++disk_only;
       }
       (*lower_hits)[base + slot] = extra;
+      if (disk_hits) (*disk_hits)[base + slot] = disk_only;
     }
   }
 }

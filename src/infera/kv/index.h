@@ -25,11 +25,12 @@
 #include <vector>
 
 #include "infera/kv/block_hash.h"
+#include "infera/kv/predicted_blocks.h"
 
 namespace infera::kv {
 
-// Dense worker slot, assigned by the owner of the worker set (gateway, simulator, tests).
-using WorkerId = uint32_t;
+// WorkerId (predicted_blocks.h): a dense worker slot, assigned by the owner of the worker set
+// (gateway, simulator, tests).
 
 // Where a cached block lives. Unknown lower tiers map to kDisk, never to kGpu.
 enum class Medium : uint8_t { kGpu = 0, kCpu = 1, kDisk = 2 };
@@ -77,6 +78,9 @@ class KvIndex {
   struct Options {
     uint32_t block_size = 16;    // tokens per block; events with another size are rejected
     uint32_t max_workers = 1024;  // worker ids must be below this
+    // Predicted-on-route entries to erase as GPU BlockStored events confirm them (optional;
+    // must outlive the index).
+    PredictedBlocks* predicted = nullptr;
   };
 
   explicit KvIndex(Options options);
@@ -89,11 +93,12 @@ class KvIndex {
 
   // Starts mirroring a worker (idempotent). Events for workers not added are rejected.
   void add_worker(WorkerId worker);
-  // Forgets a worker and everything it cached.
+  // Forgets a worker and everything it cached (and its predicted entries).
   void remove_worker(WorkerId worker);
   // AllBlocksCleared: drops the worker's GPU blocks; lower tiers stay (as in vLLM).
   void clear_worker(WorkerId worker);
-  // Drops every tier of the worker's mirror (engine restart), keeping the worker.
+  // Drops every tier of the worker's mirror (engine restart) and its predicted entries,
+  // keeping the worker.
   void reset_worker(WorkerId worker);
   // A stale mirror is not trusted: the worker's hits count as 0 until it is marked fresh.
   void set_stale(WorkerId worker, bool stale);
@@ -105,9 +110,11 @@ class KvIndex {
   // For each worker id below worker_bound(), the number of leading blocks of `seq_hashes` it
   // holds on GPU, consecutive from block 0 (a hole ends the match). `gpu_hits` is resized.
   // `lower_hits`, when given, receives per worker the blocks right after that GPU run which it
-  // holds on a lower tier (for a later tier-aware cost).
+  // holds on a lower tier (the tier-aware cost credits them); `disk_hits`, when given too, how
+  // many of those it holds only on disk (not on CPU).
   void find_overlaps(std::span<const uint64_t> seq_hashes, std::vector<uint32_t>& gpu_hits,
-                     std::vector<uint32_t>* lower_hits = nullptr) const;
+                     std::vector<uint32_t>* lower_hits = nullptr,
+                     std::vector<uint32_t>* disk_hits = nullptr) const;
 
   // One past the highest worker id ever added: the size of find_overlaps' output.
   uint32_t worker_bound() const { return worker_bound_.load(std::memory_order_acquire); }
