@@ -13,17 +13,27 @@
 
 #include "infera/common/random.h"
 #include "infera/common/status.h"
+#include "infera/kv/active_load.h"
 #include "infera/kv/index.h"
+#include "infera/routing/load_model.h"
 
 namespace infera::routing {
 
 // One worker's row of the cost table, also the route-explain output.
 struct Candidate {
   kv::WorkerId worker = 0;
-  uint32_t cache_hits = 0;       // leading GPU blocks of the prompt it holds
+  uint32_t cache_hits = 0;       // leading GPU blocks of the prompt it holds (confirmed by events)
   uint32_t active_blocks = 0;    // distinct blocks of its in-flight requests
   uint32_t active_requests = 0;  // requests in flight
   double cost = 0;               // the policy's score; lowest wins
+  // Beyond the seed's table (kv-aware reads them; see load_model.h):
+  uint32_t predicted_hits = 0;  // blocks after cache_hits predicted on route (not yet confirmed)
+  uint32_t lower_hits = 0;      // blocks after those held on a lower tier (CPU or disk)...
+  uint32_t disk_hits = 0;       // ...of which only on disk
+  double credited_hits = 0;     // what the cost counts as cached (tier credit applied)
+  kv::WorkerLoad load;          // in flight by phase
+  LoadTerms load_terms;         // load(w) and its terms
+  bool gated = false;           // the overload gate routed this decision by load alone
 };
 
 struct ScoreRequest {
@@ -31,6 +41,7 @@ struct ScoreRequest {
   double overlap_weight = 1.0;
   double temperature = 0.0;  // 0: lowest cost wins; > 0: softmax sampling over normalised costs
   std::span<const uint64_t> seq_hashes;  // the prompt's full-block hashes (router-side history)
+  const LoadModelOptions* load = nullptr;  // null: active-blocks as documented
 };
 
 class Policy {

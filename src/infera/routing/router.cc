@@ -14,7 +14,9 @@ std::string_view stage_name(Stage stage) {
 }
 
 Result<std::unique_ptr<Router>> Router::create(RouterOptions options, kv::KvIndex& index,
-                                               kv::ActiveLoad& load) {
+                                               kv::ActiveLoad& load,
+                                               kv::PredictedBlocks* predicted) {
+  INFERA_RETURN_IF_ERROR(validate(options.load));
   auto valid_weight = [](double w) { return std::isfinite(w) && w >= 0; };
   if (!valid_weight(options.overlap_weight) ||
       (options.prefill_overlap_weight && !valid_weight(*options.prefill_overlap_weight)) ||
@@ -25,14 +27,17 @@ Result<std::unique_ptr<Router>> Router::create(RouterOptions options, kv::KvInde
     return invalid_argument("router temperature must be finite and >= 0");
   }
   INFERA_ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy, make_policy(options.policy));
-  return std::unique_ptr<Router>(new Router(std::move(options), std::move(policy), index, load));
+  return std::unique_ptr<Router>(
+      new Router(std::move(options), std::move(policy), index, load, predicted));
 }
 
 Router::Router(RouterOptions options, std::unique_ptr<Policy> policy, kv::KvIndex& index,
-               kv::ActiveLoad& load)
+               kv::ActiveLoad& load, kv::PredictedBlocks* predicted)
     : options_(std::move(options)),
       index_(index),
       load_(load),
+      predicted_(predicted && predicted->enabled() && options_.load.predicted_ttl_s > 0 ? predicted
+                                                                                 : nullptr),
       policy_(std::move(policy)),
       rng_(options_.seed) {}
 
@@ -61,18 +66,31 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
   d.overlap_weight = overlap_weight(stage);
   d.table.resize(candidates.size());
 
-  // Cache hits only when the policy reads them and the weight gives them a say.
-  thread_local std::vector<uint32_t> hits;
+  // Cache hits only when the policy reads them and the weight gives them a say; lower tiers
+  // only when they earn credit.
+  thread_local std::vector<uint32_t> hits, lower, disk;
   const bool want_hits = policy_->uses_cache() && !seq_hashes.empty();
-  if (want_hits) index_.find_overlaps(seq_hashes, hits);
+  const TierCredit& credit = options_.load.tier_credit;
+  const bool want_lower = want_hits && (credit.cpu > 0 || credit.disk > 0);
+  if (want_hits) index_.find_overlaps(seq_hashes, hits, want_lower ? &lower : nullptr, &disk);
   for (size_t i = 0; i < candidates.size(); ++i) {
     Candidate& c = d.table[i];
     c.worker = candidates[i];
-    c.cache_hits = want_hits && c.worker < hits.size() ? hits[c.worker] : 0;
-    c.active_blocks = load_.active_blocks(c.worker);
-    c.active_requests = load_.active_requests(c.worker);
+    const bool known = want_hits && c.worker < hits.size();
+    c.cache_hits = known ? hits[c.worker] : 0;
+    if (want_hits && predicted_) c.predicted_hits = predicted_->extend(c.worker, seq_hashes, c.cache_hits);
+    if (known && want_lower && c.predicted_hits == 0) {
+      c.lower_hits = lower[c.worker];
+      c.disk_hits = disk[c.worker];
+    }
+    c.credited_hits = credited_hits(credit, c.cache_hits, c.predicted_hits, c.lower_hits, c.disk_hits);
+    c.load = load_.load(c.worker);
+    c.active_blocks = c.load.active_blocks;
+    c.active_requests = c.load.active_requests;
+    c.load_terms = load_terms(options_.load, c.load, c.predicted_hits);
   }
-  ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature, seq_hashes};
+  ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature, seq_hashes,
+                       &options_.load};
   {
     std::lock_guard lock(policy_mu_);
     d.winner = policy_->choose(request, d.table, rng_);
@@ -83,7 +101,15 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
 Result<Router::Routed> Router::route(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
                                      std::span<const kv::WorkerId> candidates, Stage stage) {
   INFERA_ASSIGN_OR_RETURN(Decision d, score(seq_hashes, prompt_tokens, candidates, stage));
-  const kv::LoadTicket ticket = load_.add(d.worker(), seq_hashes);
+  const Candidate& c = d.chosen();
+  // The winner computes what it neither caches, nor is computing already, nor loads back from a
+  // lower tier.
+  // A decode stage pulls its prompt's blocks from the prefill worker: nothing to compute.
+  const uint32_t held = c.cache_hits + c.predicted_hits + c.lower_hits;
+  const uint32_t uncached =
+      stage == Stage::kDecode || d.request_blocks <= held ? 0 : d.request_blocks - held;
+  const kv::LoadTicket ticket = load_.add(c.worker, seq_hashes, uncached);
+  if (predicted_) predicted_->add(c.worker, seq_hashes, c.cache_hits);
   return Routed{std::move(d), ticket};
 }
 

@@ -1,6 +1,8 @@
 // Router: one routing decision. Given a prompt's block hashes and the candidate workers, it
-// reads each worker's cache hits (KvIndex) and active load (ActiveLoad), lets the policy cost
-// and pick, and, for route(), registers the prompt's blocks as active on the winner.
+// reads each worker's cache hits (KvIndex, lower tiers too when they earn credit, and the
+// predicted-on-route entries), its active load by phase (ActiveLoad), lets the policy cost and
+// pick with the load model (load_model.h), and, for route(), registers the prompt's blocks as
+// active on the winner and the blocks it will compute as predicted there.
 // Disaggregated fleets route each stage with its own overlap weight (prefill and decode, each
 // falling back to the global weight). The explain table of every decision is returned.
 // Thread-safe: any request thread may call score()/route() concurrently.
@@ -18,6 +20,8 @@
 #include "infera/common/status.h"
 #include "infera/kv/active_load.h"
 #include "infera/kv/index.h"
+#include "infera/kv/predicted_blocks.h"
+#include "infera/routing/load_model.h"
 #include "infera/routing/policy.h"
 
 namespace infera::routing {
@@ -32,6 +36,7 @@ struct RouterOptions {
   std::optional<double> decode_overlap_weight;    // --kv-decode-overlap-weight
   double temperature = 0.0;                       // 0: lowest cost wins
   uint64_t seed = 0;                              // tie-break and sampling randomness
+  LoadModelOptions load;                          // --kv-load-model and its terms
 };
 
 // The weight a stage is routed with: its own, else overlap_weight.
@@ -53,8 +58,11 @@ struct Decision {
 
 class Router {
  public:
+  // `predicted` (optional) holds the predicted-on-route entries: read as hits, and written
+  // for every routed request when its TTL is on. Each must outlive the router.
   static Result<std::unique_ptr<Router>> create(RouterOptions options, kv::KvIndex& index,
-                                                kv::ActiveLoad& load);
+                                                kv::ActiveLoad& load,
+                                                kv::PredictedBlocks* predicted = nullptr);
 
   const RouterOptions& options() const { return options_; }
   uint32_t block_size() const { return index_.block_size(); }
@@ -66,8 +74,9 @@ class Router {
                          std::span<const kv::WorkerId> candidates,
                          Stage stage = Stage::kAggregated);
 
-  // score(), then the prompt's blocks become active load on the winner until the ticket is
-  // released (ActiveLoad::release) or expires.
+  // score(), then the prompt's blocks become active load on the winner, in prefill, until
+  // prefill_done() (its first token came back) and then in decode until the ticket is released
+  // (ActiveLoad::release) or expires; the blocks the winner will compute become predicted there.
   struct Routed {
     Decision decision;
     kv::LoadTicket ticket;
@@ -75,15 +84,17 @@ class Router {
   Result<Routed> route(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
                        std::span<const kv::WorkerId> candidates, Stage stage = Stage::kAggregated);
 
+  void prefill_done(kv::LoadTicket ticket) { load_.prefill_done(ticket); }
   void release(kv::LoadTicket ticket) { load_.release(ticket); }
 
  private:
   Router(RouterOptions options, std::unique_ptr<Policy> policy, kv::KvIndex& index,
-         kv::ActiveLoad& load);
+         kv::ActiveLoad& load, kv::PredictedBlocks* predicted);
 
   RouterOptions options_;
   kv::KvIndex& index_;
   kv::ActiveLoad& load_;
+  kv::PredictedBlocks* predicted_;  // null or off: no predicted hits
   std::mutex policy_mu_;  // guards policy_ and rng_ (a few hundred ns per decision)
   std::unique_ptr<Policy> policy_;
   Rng rng_;

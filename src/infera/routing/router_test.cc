@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "infera/common/clock.h"
 
@@ -116,6 +117,189 @@ TEST_F(RouterTest, TiesSpreadAcrossIdleWorkers) {
     ++wins[d->worker()];
   }
   for (int w : wins) EXPECT_NEAR(w, 1000, 120);
+}
+
+// The prefill-aware load model, predicted-on-route entries and tier credit through the real
+// index, active load and predicted table (issue 20).
+class PrefillAwareRouterTest : public ::testing::Test {
+ protected:
+  PrefillAwareRouterTest()
+      : predicted_(kv::PredictedBlocks::Options{std::chrono::seconds(2), 16}, clock_),
+        index_(kv::KvIndex::Options{kBs, 16, &predicted_}),
+        load_(kv::ActiveLoad::Options{std::chrono::minutes(5), 16}, clock_) {
+    for (kv::WorkerId w = 0; w < 4; ++w) index_.add_worker(w);
+  }
+
+  // A prompt of `blocks` full blocks whose first `shared` blocks are family `family`'s.
+  std::vector<kv::TokenId> prompt(uint32_t family, size_t shared, size_t blocks, uint32_t own) {
+    std::vector<kv::TokenId> t(blocks * kBs);
+    for (size_t i = 0; i < t.size(); ++i) {
+      t[i] = static_cast<kv::TokenId>(i < shared * kBs ? family * 100000 + i : own * 100000 + 7 * i);
+    }
+    return t;
+  }
+  void store(kv::WorkerId w, const std::vector<kv::TokenId>& tokens, size_t blocks,
+             kv::Medium medium = kv::Medium::kGpu, uint64_t engine_base = 0) {
+    std::vector<uint64_t> engines;
+    for (size_t i = 0; i < blocks; ++i) engines.push_back(engine_base + w * 1000 + i + 1);
+    ASSERT_EQ(index_.apply(kv::StoredEvent{w, std::nullopt, engines,
+                                           std::span<const kv::TokenId>(tokens).first(blocks * kBs),
+                                           kBs, medium, {}}),
+              kv::ApplyResult::kApplied);
+  }
+  std::unique_ptr<Router> make(LoadModelOptions load, double overlap_weight = 1.0) {
+    RouterOptions o;
+    o.overlap_weight = overlap_weight;
+    o.load = load;
+    o.seed = 7;
+    auto r = Router::create(std::move(o), index_, load_, &predicted_);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return std::move(r).value();
+  }
+  static LoadModelOptions prefill_aware(double predicted_ttl_s = 0) {
+    LoadModelOptions o = default_load_options(LoadModel::kPrefillAware);
+    o.predicted_ttl_s = predicted_ttl_s;  // the table itself is the fixture's (2 s)
+    return o;
+  }
+
+  ManualClock clock_;
+  kv::PredictedBlocks predicted_;
+  kv::KvIndex index_;
+  kv::ActiveLoad load_;
+  std::vector<kv::WorkerId> all_{0, 1, 2, 3};
+};
+
+// The issue's case: one worker decodes a long conversation (cheap per step), another is in the
+// middle of prefilling one. active-blocks sees them as equally loaded; prefill-aware does not.
+TEST_F(PrefillAwareRouterTest, ADecodingWorkerIsLessLoadedThanAPrefillingOne) {
+  const auto long_a = prompt(1, 0, 400, 1), long_b = prompt(2, 0, 400, 2);
+  const auto a = kv::seq_hashes(long_a, kBs), b = kv::seq_hashes(long_b, kBs);
+  load_.prefill_done(load_.add(0, a));  // worker 0 decodes 400 blocks
+  load_.add(1, b);                      // worker 1 still prefills 400 blocks
+  const auto q = prompt(3, 0, 40, 3);
+  const auto qh = kv::seq_hashes(q, kBs);
+  const std::vector<kv::WorkerId> two{0, 1};
+  auto seed = make(default_load_options(LoadModel::kActiveBlocks));
+  auto d = seed->score(qh, static_cast<uint32_t>(q.size()), two);
+  ASSERT_TRUE(d.ok());
+  EXPECT_DOUBLE_EQ(d->table[0].cost, d->table[1].cost) << "the seed cannot tell them apart";
+  auto aware = make(prefill_aware());
+  d = aware->score(qh, static_cast<uint32_t>(q.size()), two);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->worker(), 0u);
+  EXPECT_DOUBLE_EQ(d->table[1].load_terms.prefill, 400.0);
+  EXPECT_EQ(d->table[0].load.decode_blocks, 400u);
+  EXPECT_LT(d->table[0].load_terms.total, d->table[1].load_terms.total);
+}
+
+// Routing registers the winner's uncached blocks as pending prefill; the first token moves
+// the request to decode.
+TEST_F(PrefillAwareRouterTest, RoutedUncachedBlocksArePendingUntilPrefillDone) {
+  const auto p = prompt(1, 0, 30, 1);
+  store(2, p, 10);
+  auto router = make(prefill_aware());
+  auto routed = router->route(kv::seq_hashes(p, kBs), static_cast<uint32_t>(p.size()), all_);
+  ASSERT_TRUE(routed.ok());
+  EXPECT_EQ(routed->decision.worker(), 2u);
+  EXPECT_EQ(load_.load(2).prefill_blocks, 20u);
+  router->prefill_done(routed->ticket);
+  EXPECT_EQ(load_.load(2).prefill_blocks, 0u);
+  EXPECT_EQ(load_.load(2).decode_blocks, 30u);
+  router->release(routed->ticket);
+  EXPECT_EQ(load_.load(2).decode_blocks, 0u);
+}
+
+// Eight siblings with a new 256-block prefix and their own 4-block suffix arrive before any
+// KV event: with predicted-on-route they land together, without it they spread.
+TEST_F(PrefillAwareRouterTest, ABurstOfSiblingsLandsTogetherOnlyWithPredictedBlocks) {
+  for (const bool on : {true, false}) {
+    auto router = make(prefill_aware(on ? 2.0 : 0.0));
+    std::vector<kv::LoadTicket> tickets;
+    std::set<kv::WorkerId> used;
+    for (uint32_t s = 0; s < 8; ++s) {
+      const auto p = prompt(on ? 10 : 20, 256, 260, 100 + s);
+      auto routed = router->route(kv::seq_hashes(p, kBs), static_cast<uint32_t>(p.size()), all_);
+      ASSERT_TRUE(routed.ok());
+      used.insert(routed->decision.worker());
+      if (s > 0 && on) {
+        EXPECT_EQ(routed->decision.chosen().predicted_hits, 256u);
+      }
+      tickets.push_back(routed->ticket);
+    }
+    EXPECT_EQ(used.size(), on ? 1u : 4u) << (on ? "predicted on" : "predicted off");
+    for (const auto& t : tickets) router->release(t);
+  }
+}
+
+// Predicted entries count only until the TTL passes, and a BlockStored replaces them by
+// confirmed hits.
+TEST_F(PrefillAwareRouterTest, PredictedHitsExpireOrBecomeConfirmed) {
+  auto router = make(prefill_aware(2.0));
+  const auto p = prompt(1, 0, 20, 1);
+  const auto h = kv::seq_hashes(p, kBs);
+  auto routed = router->route(h, static_cast<uint32_t>(p.size()), all_);
+  ASSERT_TRUE(routed.ok());
+  const kv::WorkerId w = routed->decision.worker();
+  auto d = router->score(h, static_cast<uint32_t>(p.size()), all_);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->table[w].predicted_hits, 20u);
+  EXPECT_EQ(d->table[w].cache_hits, 0u);
+  store(w, p, 12);
+  d = router->score(h, static_cast<uint32_t>(p.size()), all_);
+  EXPECT_EQ(d->table[w].cache_hits, 12u);
+  EXPECT_EQ(d->table[w].predicted_hits, 8u) << "the rest is still being computed";
+  clock_.advance(std::chrono::seconds(3));
+  d = router->score(h, static_cast<uint32_t>(p.size()), all_);
+  EXPECT_EQ(d->table[w].cache_hits, 12u);
+  EXPECT_EQ(d->table[w].predicted_hits, 0u);
+}
+
+// A CPU-tier hit is worth its credit: between equally loaded workers, the one whose blocks are
+// on CPU beats a cold one but loses to a GPU hit; the seed's model ignores the CPU copy.
+TEST_F(PrefillAwareRouterTest, LowerTierHitsAreDiscountedNotIgnored) {
+  const auto p = prompt(1, 0, 40, 1);
+  store(0, p, 40);                                // GPU on worker 0
+  store(1, p, 40, kv::Medium::kCpu, 5000);        // CPU on worker 1
+  const auto h = kv::seq_hashes(p, kBs);
+  auto aware = make(prefill_aware());
+  auto d = aware->score(h, static_cast<uint32_t>(p.size()), all_);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->table[1].lower_hits, 40u);
+  EXPECT_DOUBLE_EQ(d->table[1].credited_hits, 30.0);
+  EXPECT_DOUBLE_EQ(d->table[1].cost, 10.0);
+  EXPECT_DOUBLE_EQ(d->table[2].cost, 40.0);
+  EXPECT_EQ(d->worker(), 0u);
+  const std::vector<kv::WorkerId> no_gpu{1, 2, 3};
+  EXPECT_EQ(aware->score(h, static_cast<uint32_t>(p.size()), no_gpu)->worker(), 1u);
+  auto seed = make(default_load_options(LoadModel::kActiveBlocks));
+  d = seed->score(h, static_cast<uint32_t>(p.size()), all_);
+  EXPECT_DOUBLE_EQ(d->table[1].credited_hits, 0.0);
+  EXPECT_DOUBLE_EQ(d->table[1].cost, 40.0);
+}
+
+// Past the gate (every candidate above the threshold) affinity gives way to load.
+TEST_F(PrefillAwareRouterTest, TheOverloadGateRoutesByLoadAlone) {
+  const auto p = prompt(1, 0, 100, 1);
+  store(0, p, 100);
+  const auto h = kv::seq_hashes(p, kBs);
+  for (kv::WorkerId w = 0; w < 4; ++w) {
+    load_.add(w, kv::seq_hashes(prompt(50 + w, 0, w == 0 ? 250 : 200, 50 + w), kBs));
+  }
+  LoadModelOptions o = prefill_aware();
+  auto below = make(o);
+  auto d = below->score(h, static_cast<uint32_t>(p.size()), all_);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->worker(), 0u) << "250 pending + 0 uncached beats 200 + 100";
+  EXPECT_FALSE(d->chosen().gated);
+  o.overload_blocks = 150;
+  auto gated = make(o);
+  d = gated->score(h, static_cast<uint32_t>(p.size()), all_);
+  EXPECT_NE(d->worker(), 0u);
+  EXPECT_TRUE(d->chosen().gated);
+  EXPECT_DOUBLE_EQ(d->chosen().cost, 200.0);
+  o.overload_blocks = 225;  // workers 1-3 are below it: no gate
+  auto partly = make(o);
+  EXPECT_EQ(partly->score(h, static_cast<uint32_t>(p.size()), all_)->worker(), 0u);
 }
 
 }  // namespace

@@ -1,0 +1,138 @@
+#include "infera/routing/load_model.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+namespace infera::routing {
+
+std::string_view load_model_name(LoadModel model) {
+  return model == LoadModel::kPrefillAware ? "prefill-aware" : "active-blocks";
+}
+
+Result<LoadModel> parse_load_model(std::string_view name) {
+  if (name == "active-blocks") return LoadModel::kActiveBlocks;
+  if (name == "prefill-aware") return LoadModel::kPrefillAware;
+  return invalid_argument("unknown load model '" + std::string(name) +
+                          "' (known: active-blocks, prefill-aware)");
+}
+
+Result<TierCredit> parse_tier_credit(std::string_view text) {
+  TierCredit credit;
+  credit.cpu = credit.disk = 0;
+  bool seen[3] = {false, false, false};
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string_view item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (item.empty()) {
+      if (comma == text.size()) break;
+      return invalid_argument("tier credit: empty item in '" + std::string(text) + "'");
+    }
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return invalid_argument("tier credit: '" + std::string(item) + "' is not TIER=VALUE");
+    }
+    const std::string_view tier = item.substr(0, eq);
+    const std::string_view value = item.substr(eq + 1);
+    double v = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(v) || v < 0 ||
+        v > 1) {
+      return invalid_argument("tier credit: '" + std::string(value) + "' for " +
+                              std::string(tier) + " is not a number in [0, 1]");
+    }
+    int index = -1;
+    if (tier == "gpu") index = 0;
+    if (tier == "cpu") index = 1;
+    if (tier == "disk") index = 2;
+    if (index < 0) {
+      return invalid_argument("tier credit: unknown tier '" + std::string(tier) +
+                              "' (known: gpu, cpu, disk)");
+    }
+    if (seen[index]) {
+      return invalid_argument("tier credit: " + std::string(tier) + " given twice");
+    }
+    seen[index] = true;
+    (index == 0 ? credit.gpu : index == 1 ? credit.cpu : credit.disk) = v;
+  }
+  if (!seen[0]) credit.gpu = 1.0;
+  return credit;
+}
+
+std::string format_tier_credit(const TierCredit& c) {
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "gpu=%g,cpu=%g,disk=%g", c.gpu, c.cpu, c.disk);
+  return buf;
+}
+
+LoadModelOptions default_load_options(LoadModel model) {
+  LoadModelOptions o;
+  o.model = model;
+  if (model == LoadModel::kPrefillAware) {
+    o.prefill_weight = 1.0;
+    o.decode_weight = 0.0;
+    o.tier_credit = TierCredit{1.0, 0.75, 0.25};
+    o.predicted_ttl_s = 2.0;
+  }
+  return o;
+}
+
+Status validate(const LoadModelOptions& o) {
+  auto weight = [](double w) { return std::isfinite(w) && w >= 0; };
+  if (!weight(o.prefill_weight) || !weight(o.decode_weight)) {
+    return invalid_argument("--kv-prefill-load-weight and --kv-decode-load-weight must be finite and >= 0");
+  }
+  if (!weight(o.overload_blocks)) {
+    return invalid_argument("--kv-overload-threshold must be finite and >= 0");
+  }
+  if (!weight(o.predicted_ttl_s) || o.predicted_ttl_s > 3600) {
+    return invalid_argument("--kv-predicted-ttl-s must be in [0, 3600]");
+  }
+  for (const double c : {o.tier_credit.gpu, o.tier_credit.cpu, o.tier_credit.disk}) {
+    if (!std::isfinite(c) || c < 0 || c > 1) return invalid_argument("tier credits are in [0, 1]");
+  }
+  return Status();
+}
+
+Result<LoadModelOptions> resolve_load_options(const config::LoadModelFlags& f) {
+  Result<LoadModel> model = parse_load_model(f.model);
+  if (!model.ok()) return invalid_argument("--kv-load-model: " + model.status().message());
+  LoadModelOptions o = default_load_options(*model);
+  if (f.tier_credit) {
+    Result<TierCredit> credit = parse_tier_credit(*f.tier_credit);
+    if (!credit.ok()) return invalid_argument("--kv-tier-credit: " + credit.status().message());
+    o.tier_credit = *credit;
+  }
+  if (f.prefill_weight) o.prefill_weight = *f.prefill_weight;
+  if (f.decode_weight) o.decode_weight = *f.decode_weight;
+  if (f.overload_threshold) o.overload_blocks = *f.overload_threshold;
+  if (f.predicted_ttl_s) o.predicted_ttl_s = *f.predicted_ttl_s;
+  INFERA_RETURN_IF_ERROR(validate(o));
+  return o;
+}
+
+LoadTerms load_terms(const LoadModelOptions& o, const kv::WorkerLoad& load,
+                     uint32_t predicted_hits) {
+  LoadTerms t;
+  if (o.model == LoadModel::kActiveBlocks) {
+    t.total = static_cast<double>(load.active_blocks);
+    return t;
+  }
+  const uint32_t waiting =
+      load.prefill_blocks > predicted_hits ? load.prefill_blocks - predicted_hits : 0;
+  t.prefill = o.prefill_weight * static_cast<double>(waiting);
+  t.decode = o.decode_weight * static_cast<double>(load.decode_blocks);
+  t.total = t.prefill + t.decode;
+  return t;
+}
+
+double credited_hits(const TierCredit& c, uint32_t gpu, uint32_t predicted, uint32_t lower,
+                     uint32_t disk) {
+  const uint32_t on_disk = std::min(disk, lower);
+  return c.gpu * static_cast<double>(gpu + predicted) + c.cpu * static_cast<double>(lower - on_disk) +
+         c.disk * static_cast<double>(on_disk);
+}
+
+}  // namespace infera::routing
