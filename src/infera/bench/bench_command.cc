@@ -61,6 +61,7 @@ bool probe_keeps_up(const std::string& workload_name, WorkloadOptions w, HttpRun
                     const SoakOptions& so, double rate, uint64_t seed) {
   w.requests = static_cast<uint32_t>(std::max(1.0, rate * so.probe_s));
   w.rate_rps = rate;
+  w.rate_given = true;
   w.seed = seed;
   Result<Workload> probe = make_workload(workload_name, w);
   if (!probe.ok()) return false;
@@ -184,6 +185,7 @@ int run_soak(const std::string& workload_name, WorkloadOptions w, HttpRunOptions
 
   w.requests = static_cast<uint32_t>(std::max(1.0, rate * so.duration_s));
   w.rate_rps = rate;
+  w.rate_given = true;
   w.seed += 1;  // new prompts, the same families
   Result<Workload> soak = make_workload(workload_name, w);
   if (!soak.ok()) {
@@ -290,7 +292,10 @@ int run_bench_command(std::span<const std::string> args) {
   f.add("--trace", &trace, "Mooncake-format trace to replay", "FILE");
   f.add("--workload", &workload_name, "prefix-families, multi-turn, rag or agentic", "NAME");
   f.add("--requests", &w.requests, "workload size (trace: the first N requests)", "N");
-  f.add("--rate", &rate, "open-loop arrival rate, requests/s (synthetic workloads)", "R");
+  f.add("--rate", &rate,
+        "open-loop arrival rate, requests/s (synthetic workloads; default 8, multi-turn 3.33, "
+        "agentic 6: turns and fan-out included)",
+        "R");
   f.add("--rate-scale", &rate_scale, "trace speed-up factor (default 1)", "X");
   f.add("--concurrency", &o.concurrency, "closed loop with C requests in flight", "C");
   f.add("--ramp-s", &o.ramp_s,
@@ -302,6 +307,8 @@ int run_bench_command(std::span<const std::string> args) {
   f.add("--system-tokens", &w.system_tokens, "shared prompt length (default 2048)", "P");
   f.add("--question-tokens", &w.question_tokens, "per-request tokens (default 128)", "Q");
   f.add("--output-tokens", &w.output_tokens, "tokens generated per request (default 64)", "N");
+  f.add("--tool-tokens", &w.tool_tokens, "agentic: shared tool-description prompt (default 4096)",
+        "T");
   f.add("--seed", &seed, "workload seed (default 1)", "S");
   f.add("--admin-token", &o.admin_token, "bearer token of the server's admin API", "TOKEN");
   f.add("--timeout-s", &timeout_s, "per-request deadline (default 600)", "SECONDS");
@@ -406,7 +413,10 @@ int run_bench_command(std::span<const std::string> args) {
       return load_mooncake_trace(trace, t);
     }
     w.seed = seed;
-    if (rate >= 0) w.rate_rps = rate;
+    if (rate >= 0) {
+      w.rate_rps = rate;
+      w.rate_given = true;
+    }
     return make_workload(workload_name, w);
   }();
   if (!workload.ok()) {

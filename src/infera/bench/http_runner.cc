@@ -10,7 +10,6 @@
 #include <map>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 
 #include <boost/json.hpp>
 
@@ -149,11 +148,13 @@ class Runner {
  public:
   Runner(const Workload& w, const HttpRunOptions& o, http::Endpoint ep, std::string model,
          http::Client& client, http::EventLoop& loop)
-      : w_(w), o_(o), ep_(std::move(ep)), model_(std::move(model)), client_(client), loop_(loop) {
-    for (size_t i = 0; i < w_.requests.size(); ++i) {
-      by_id_[w_.requests[i].id] = i;
-      if (w_.requests[i].after) dependents_[*w_.requests[i].after].push_back(i);
-    }
+      : w_(w),
+        o_(o),
+        ep_(std::move(ep)),
+        model_(std::move(model)),
+        client_(client),
+        loop_(loop),
+        dependencies_(w) {
     s_.total = w_.requests.size();
   }
 
@@ -167,7 +168,7 @@ class Runner {
       {
         std::lock_guard lock(s_.mu);
         for (size_t i = 0; i < w_.requests.size(); ++i) {
-          if (!w_.requests[i].after) s_.ready.push_back(i);
+          if (dependencies_.independent(i)) s_.ready.push_back(i);
         }
       }
       for (uint32_t c = 0; c < o_.concurrency; ++c) {
@@ -210,7 +211,7 @@ class Runner {
 
   net::awaitable<void> open_loop() {
     for (size_t i = 0; i < w_.requests.size(); ++i) {
-      if (w_.requests[i].after) continue;
+      if (!dependencies_.independent(i)) continue;
       co_await pause_until(w_.requests[i].arrival_s);
       net::co_spawn(loop_.context(), send(i), net::detached);
     }
@@ -239,11 +240,14 @@ class Runner {
     }
   }
 
-  // Turns that follow request `i` become ready after its think time.
-  net::awaitable<void> release_dependents(size_t i) {
-    auto it = dependents_.find(w_.requests[i].id);
-    if (it == dependents_.end()) co_return;
-    for (size_t d : it->second) {
+  // Requests whose last dependency was request `i` become ready after their think time.
+  void release_dependents(size_t i) {
+    std::vector<size_t> ready;
+    {
+      std::lock_guard lock(s_.mu);
+      dependencies_.finished(w_.requests[i].id, ready);
+    }
+    for (size_t d : ready) {
       const double ready_at = since(t0_) + w_.requests[d].think_s;
       if (o_.concurrency == 0) {
         net::co_spawn(loop_.context(), [this, d, ready_at]() -> net::awaitable<void> {
@@ -306,7 +310,7 @@ class Runner {
         std::lock_guard lock(s_.mu);
         s_.recorder.shed();
       }
-      co_await release_dependents(i);
+      release_dependents(i);
       finish_one();
       co_return;
     }
@@ -324,7 +328,7 @@ class Runner {
         if (!text.empty()) why += ": " + text.substr(0, 512);
       }
       fail(why);
-      co_await release_dependents(i);
+      release_dependents(i);
       finish_one();
       co_return;
     }
@@ -398,7 +402,7 @@ class Runner {
       s_.usage_prompt_tokens += prompt_tokens ? prompt_tokens : spec.prompt.size();
       s_.usage_cached_tokens += cached;
     }
-    co_await release_dependents(i);
+    release_dependents(i);
     finish_one();
   }
 
@@ -434,7 +438,7 @@ class Runner {
         s_.usage_cached_tokens += u.cached_tokens;
       }
     }
-    co_await release_dependents(i);
+    release_dependents(i);
     finish_one();
   }
 
@@ -446,8 +450,7 @@ class Runner {
   http::EventLoop& loop_;
   Shared s_;
   Clock::time_point t0_;
-  std::unordered_map<uint64_t, size_t> by_id_;
-  std::unordered_map<uint64_t, std::vector<size_t>> dependents_;
+  Dependencies dependencies_;  // guarded by s_.mu
 };
 
 }  // namespace

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <numbers>
 #include <numeric>
+#include <optional>
 
 #include <boost/json.hpp>
 
@@ -45,7 +47,7 @@ Workload prefix_families(const WorkloadOptions& o) {
   Rng rng(o.seed);
   const uint32_t total = o.requests ? o.requests : o.groups * 16;
   // Each request draws its family uniformly, so families interleave as independent users do.
-  const auto arrivals = poisson_arrivals(total, o.rate_rps, rng);
+  const auto arrivals = poisson_arrivals(total, o.rate_rps * o.rate_scale, rng);
   for (uint32_t i = 0; i < total; ++i) {
     RequestSpec r;
     r.id = i;
@@ -59,39 +61,255 @@ Workload prefix_families(const WorkloadOptions& o) {
   return w;
 }
 
-// Sessions whose prompt grows each turn: turn k = turn k-1's prompt + a reply + a new message.
-Workload sessions(const WorkloadOptions& o, std::string name, uint32_t shared_system_tokens,
-                  uint64_t kind) {
-  Workload w{std::move(name), {}};
-  Rng rng(o.seed);
-  const uint32_t num_sessions = o.requests ? std::max(1u, o.requests / std::max(1u, o.turns)) : 16;
-  const auto starts = poisson_arrivals(num_sessions, o.rate_rps / std::max(1u, o.turns), rng);
-  uint64_t id = 0;
-  for (uint32_t s = 0; s < num_sessions; ++s) {
-    Prompt history;
-    // Agentic loops share one long tool-description prompt across sessions; chats have their own.
-    history.append_synth(shared_system_tokens ? key_of(kind, o.seed) : key_of(kind, o.seed, s + 1),
-                         shared_system_tokens ? shared_system_tokens : o.system_tokens / 4);
-    std::optional<uint64_t> prev;
-    double t = starts[s];
-    for (uint32_t turn = 0; turn < o.turns; ++turn) {
-      if (turn > 0) {
-        history.append_synth(key_of(kind + 10, s, uint64_t{turn} * 2 + 1), o.output_tokens);
-      }
-      history.append_synth(key_of(kind + 20, s, uint64_t{turn} * 2), o.turn_tokens);
-      RequestSpec r;
-      r.id = id++;
-      r.arrival_s = t;
-      r.prompt = history;
-      r.max_tokens = o.output_tokens;
-      r.group = s;
-      r.after = prev;
-      r.think_s = turn > 0 ? o.think_s : 0;
-      prev = r.id;
-      t += o.think_s;  // open-loop estimate; drivers honour `after`
-      w.requests.push_back(std::move(r));
+// Normal(0, 1) by Box-Muller (one of the pair; the generators here are not hot).
+double normal(Rng& rng) {
+  const double u1 = 1.0 - rng.uniform_double();  // (0, 1]: log is finite
+  const double u2 = rng.uniform_double();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+// Lognormal with this median and log-space sigma, rounded and clamped to [lo, hi].
+uint32_t lognormal(Rng& rng, double median, double sigma, uint32_t lo, uint32_t hi) {
+  const double x = std::round(median * std::exp(sigma * normal(rng)));
+  return static_cast<uint32_t>(std::clamp(x, static_cast<double>(lo), static_cast<double>(hi)));
+}
+
+double lognormal_s(Rng& rng, double median_s, double sigma) {
+  return median_s * std::exp(sigma * normal(rng));
+}
+
+// 1, 2, 3, ... with P(n) = p (1 - p)^(n - 1), p = 1 / mean, at most `most`.
+uint32_t geometric(Rng& rng, double mean, uint32_t most) {
+  const double u = 1.0 - rng.uniform_double();  // (0, 1]
+  const double n = 1.0 + std::floor(std::log(u) / std::log(1.0 - 1.0 / mean));
+  return static_cast<uint32_t>(std::min(n, static_cast<double>(most)));
+}
+
+// Every prompt of a session workload fits one model context with its output (Llama 3 and Qwen
+// 2.5 serve 128k tokens); a conversation that would outgrow it ends there.
+constexpr uint32_t kContextTokens = 131072;
+
+// multi-turn: long-context chat sessions shaped like the "conversation" trace of Mooncake's
+// FAST'25 release (kvcache-ai/Mooncake, FAST25-release/traces/conversation_trace.jsonl; its
+// statistics as we have them: about 12,000 requests in one hour, 3.3-3.4 requests/s; input
+// tokens p50 ~6,900, mean ~12,000, max ~126,000; output p50 ~350; every request's first
+// 512-token block is the same). The trace has lengths and block ids only, so the session
+// structure below is a model; its parameters were chosen so that the generated requests
+// reproduce those statistics (workload_test.cc checks them).
+constexpr uint32_t kChatRequests = 12000;
+constexpr double kChatRateRps = 12000.0 / 3600;
+constexpr uint32_t kChatSystemTokens = 512;  // the trace's one shared block
+// A session opens with its own context (a document, a pasted file, a long first message):
+// lognormal, median 2,800 tokens, sigma 1.65 (p90 ~23k, p99 ~130k: cut to the context window);
+// this is the heavy tail.
+constexpr double kChatContextMedian = 2800;
+constexpr double kChatContextSigma = 1.65;
+// Turns per session: geometric, mean 5 (so 20 % of sessions are a single request), at most 64.
+constexpr double kChatMeanTurns = 5;
+constexpr uint32_t kChatMaxTurns = 64;
+// Each later turn adds the reply (max_tokens of the previous turn) and a new user message:
+// lognormal, median 250 tokens, sigma 0.8 (a few hundred, sometimes a few thousand).
+constexpr double kChatMessageMedian = 250;
+constexpr double kChatMessageSigma = 0.8;
+// Outputs: lognormal, median 350 tokens, sigma 0.6, at most 2,048.
+constexpr double kChatOutputMedian = 350;
+constexpr double kChatOutputSigma = 0.6;
+constexpr uint32_t kChatMaxOutput = 2048;
+// Think time between a reply and the next message: lognormal, median 30 s, sigma 0.8 (p10 ~11 s,
+// p90 ~84 s), so that a five-turn session spans minutes.
+constexpr double kChatThinkMedianS = 30;
+constexpr double kChatThinkSigma = 0.8;
+
+// agentic: agent sessions over one shared tool-description prompt (WorkloadOptions::tool_tokens).
+// A step's prompt is the whole history; after it the model's output and the tool's result are
+// appended, and the next step follows a short tool time. Some steps fan out: N parallel
+// requests (best-of-N, parallel tool calls) that share the history and differ in a short
+// suffix, released together; the step after them is a join that waits for all of them and
+// reads all their outputs. Not fitted to a trace (no public agent trace has dependencies); the
+// sizes follow what coding and tool-use agents send: a long shared tool prompt, a task, outputs
+// of a few hundred tokens, tool results of hundreds to a few thousand.
+constexpr uint32_t kAgentRequests = 4000;
+// Sized so that 8 simulated workers (`infera sim --workers 8`, the default engine) step most of
+// the time but keep up: TTFT p50 64 ms (kv-aware) to 77 ms (round-robin), ITL p50 11-12 ms,
+// against 35-68 ms and 8 ms nearly idle (0.5/s).
+constexpr double kAgentRateRps = 10;
+// The user's task: lognormal, median 300 tokens, sigma 0.8.
+constexpr double kAgentTaskMedian = 300;
+constexpr double kAgentTaskSigma = 0.8;
+// Steps per session: geometric, mean 10, at most 60; a fan-out and its join are two steps.
+constexpr double kAgentMeanSteps = 10;
+constexpr uint32_t kAgentMaxSteps = 60;
+// The model's output (a tool call, a short plan): lognormal, median 150 tokens, sigma 0.7, at
+// most 1,024.
+constexpr double kAgentOutputMedian = 150;
+constexpr double kAgentOutputSigma = 0.7;
+constexpr uint32_t kAgentMaxOutput = 1024;
+// A tool's result: lognormal, median 500 tokens, sigma 1.0 (p90 ~1,800), at most 8,192.
+constexpr double kAgentToolMedian = 500;
+constexpr double kAgentToolSigma = 1.0;
+constexpr uint32_t kAgentMaxTool = 8192;
+// Tool time before the next step: lognormal, median 0.8 s, sigma 0.9 (p10 ~0.25 s, p90 ~2.5 s).
+constexpr double kAgentToolMedianS = 0.8;
+constexpr double kAgentToolSigmaS = 0.9;
+// The share of steps that fan out (never a session's first or last), into 4 to 8 siblings
+// (uniform), each with its own suffix of 16 to 64 tokens (uniform).
+constexpr double kAgentFanOut = 0.15;
+constexpr uint32_t kAgentFanOutMin = 4;
+constexpr uint32_t kAgentFanOutMax = 8;
+constexpr uint32_t kAgentSuffixMin = 16;
+constexpr uint32_t kAgentSuffixMax = 64;
+
+// A generated session's requests in Workload::requests; until start_sessions() their arrival_s
+// are offsets from the session's start.
+struct Session {
+  size_t first = 0;  // index of its first request
+  size_t count = 0;
+};
+
+// Places sessions' start times (Poisson) so that `w`'s requests arrive at `rate` requests/s
+// overall: sessions start at rate * sessions / requests per second. Offsets become arrivals.
+void start_sessions(Workload& w, const std::vector<Session>& sessions, double rate, Rng& rng) {
+  if (sessions.empty()) return;
+  const double session_rate =
+      rate * static_cast<double>(sessions.size()) / static_cast<double>(w.requests.size());
+  const auto starts = poisson_arrivals(sessions.size(), session_rate, rng);
+  for (size_t s = 0; s < sessions.size(); ++s) {
+    for (size_t i = sessions[s].first; i < sessions[s].first + sessions[s].count; ++i) {
+      w.requests[i].arrival_s += starts[s];
     }
   }
+}
+
+double session_rate(const WorkloadOptions& o, double own_rps) {
+  return (o.rate_given ? o.rate_rps : own_rps) * o.rate_scale;
+}
+
+Workload multi_turn(const WorkloadOptions& o) {
+  Workload w{"multi-turn", {}};
+  Rng rng(key_of(30, o.seed));
+  const uint32_t total = o.requests ? o.requests : kChatRequests;
+  w.requests.reserve(total);
+  std::vector<Session> sessions;
+  const uint64_t system_key = key_of(31, o.seed);
+  while (w.requests.size() < total) {
+    const uint32_t s = static_cast<uint32_t>(sessions.size());
+    const uint64_t session_key = key_of(32, o.seed, s);
+    sessions.push_back({w.requests.size(), 0});
+    const uint32_t turns = geometric(rng, kChatMeanTurns, kChatMaxTurns);
+    Prompt history;
+    history.append_synth(system_key, kChatSystemTokens);
+    const uint32_t first_output =
+        lognormal(rng, kChatOutputMedian, kChatOutputSigma, 1, kChatMaxOutput);
+    history.append_synth(key_of(33, session_key),
+                         lognormal(rng, kChatContextMedian, kChatContextSigma, 1,
+                                   kContextTokens - kChatSystemTokens - first_output));
+    double offset_s = 0;
+    std::vector<uint64_t> previous;
+    uint32_t output = first_output;
+    for (uint32_t turn = 0; turn < turns && w.requests.size() < total; ++turn) {
+      double think_s = 0;
+      if (turn > 0) {
+        // The reply the previous turn asked for, then the user's next message.
+        history.append_synth(key_of(34, session_key, uint64_t{turn} * 2),
+                             w.requests.back().max_tokens);
+        history.append_synth(
+            key_of(34, session_key, uint64_t{turn} * 2 + 1),
+            lognormal(rng, kChatMessageMedian, kChatMessageSigma, 1, kContextTokens));
+        output = lognormal(rng, kChatOutputMedian, kChatOutputSigma, 1, kChatMaxOutput);
+        think_s = lognormal_s(rng, kChatThinkMedianS, kChatThinkSigma);
+        if (history.size() + output > kContextTokens) break;  // the context window is full
+      }
+      offset_s += think_s;  // open-loop estimate; drivers honour `after`
+      RequestSpec r;
+      r.id = w.requests.size();
+      r.arrival_s = offset_s;
+      r.prompt = history;
+      r.max_tokens = output;
+      r.group = s;
+      r.after = std::move(previous);
+      r.think_s = think_s;
+      previous = {r.id};
+      w.requests.push_back(std::move(r));
+      ++sessions.back().count;
+    }
+  }
+  start_sessions(w, sessions, session_rate(o, kChatRateRps), rng);
+  return w;
+}
+
+Workload agentic(const WorkloadOptions& o) {
+  Workload w{"agentic", {}};
+  Rng rng(key_of(40, o.seed));
+  const uint32_t total = o.requests ? o.requests : kAgentRequests;
+  w.requests.reserve(total);
+  std::vector<Session> sessions;
+  const uint64_t tools_key = key_of(41, o.seed);
+  auto output_tokens = [&] {
+    return lognormal(rng, kAgentOutputMedian, kAgentOutputSigma, 1, kAgentMaxOutput);
+  };
+  while (w.requests.size() < total) {
+    const uint32_t s = static_cast<uint32_t>(sessions.size());
+    const uint64_t session_key = key_of(42, o.seed, s);
+    sessions.push_back({w.requests.size(), 0});
+    const uint32_t steps = geometric(rng, kAgentMeanSteps, kAgentMaxSteps);
+    Prompt history;
+    history.append_synth(tools_key, o.tool_tokens);
+    history.append_synth(key_of(43, session_key),
+                         lognormal(rng, kAgentTaskMedian, kAgentTaskSigma, 1, kContextTokens / 4));
+    double offset_s = 0, think_s = 0;
+    std::vector<uint64_t> previous;
+    auto add = [&](Prompt prompt, uint32_t max_tokens) {
+      RequestSpec r;
+      r.id = w.requests.size();
+      r.arrival_s = offset_s;
+      r.prompt = std::move(prompt);
+      r.max_tokens = max_tokens;
+      r.group = s;
+      r.after = previous;
+      r.think_s = think_s;
+      const uint64_t id = r.id;
+      w.requests.push_back(std::move(r));
+      ++sessions.back().count;
+      return id;
+    };
+    bool joining = false;  // the previous step fanned out: this one joins it
+    for (uint32_t step = 0; step < steps && w.requests.size() < total; ++step) {
+      const uint64_t step_key = key_of(44, session_key, step);
+      if (!joining && step > 0 && step + 1 < steps && rng.uniform_double() < kAgentFanOut) {
+        const auto n = static_cast<uint32_t>(kAgentFanOutMin +
+                                             rng.uniform(kAgentFanOutMax - kAgentFanOutMin + 1));
+        std::vector<uint64_t> siblings;
+        Prompt joined = history;  // the join reads every sibling's output
+        for (uint32_t b = 0; b < n && w.requests.size() < total; ++b) {
+          Prompt prompt = history;
+          prompt.append_synth(
+              key_of(45, step_key, b),
+              static_cast<uint32_t>(kAgentSuffixMin +
+                                    rng.uniform(kAgentSuffixMax - kAgentSuffixMin + 1)));
+          const uint32_t max_tokens = output_tokens();
+          if (prompt.size() + max_tokens > kContextTokens) break;
+          siblings.push_back(add(std::move(prompt), max_tokens));
+          joined.append_synth(key_of(46, step_key, b), max_tokens);
+        }
+        if (siblings.empty()) break;
+        history = std::move(joined);
+        previous = std::move(siblings);
+        joining = true;
+      } else {
+        const uint32_t max_tokens = output_tokens();
+        if (history.size() + max_tokens > kContextTokens) break;
+        previous = {add(history, max_tokens)};
+        // The model's output (a tool call), then the tool's result.
+        history.append_synth(key_of(47, step_key), max_tokens);
+        history.append_synth(key_of(48, step_key),
+                             lognormal(rng, kAgentToolMedian, kAgentToolSigma, 1, kAgentMaxTool));
+        joining = false;
+      }
+      think_s = lognormal_s(rng, kAgentToolMedianS, kAgentToolSigmaS);
+      offset_s += think_s;
+    }
+  }
+  start_sessions(w, sessions, session_rate(o, kAgentRateRps), rng);
   return w;
 }
 
@@ -106,7 +324,7 @@ Workload rag(const WorkloadOptions& o) {
     sum += 1.0 / std::pow(static_cast<double>(d + 1), 1.1);
     cdf[d] = sum;
   }
-  const auto arrivals = poisson_arrivals(total, o.rate_rps, rng);
+  const auto arrivals = poisson_arrivals(total, o.rate_rps * o.rate_scale, rng);
   for (uint32_t i = 0; i < total; ++i) {
     RequestSpec r;
     r.id = i;
@@ -141,6 +359,33 @@ uint64_t Workload::output_tokens() const {
   return n;
 }
 
+Dependencies::Dependencies(const Workload& workload)
+    : remaining_(workload.requests.size(), 0), independent_(workload.requests.size(), true) {
+  std::unordered_map<uint64_t, size_t> index_of;
+  index_of.reserve(workload.requests.size());
+  for (size_t i = 0; i < workload.requests.size(); ++i) {
+    index_of.emplace(workload.requests[i].id, i);
+  }
+  for (size_t i = 0; i < workload.requests.size(); ++i) {
+    const RequestSpec& r = workload.requests[i];
+    for (uint64_t id : r.after) {
+      if (id == r.id || !index_of.contains(id)) continue;  // could never finish first: ignored
+      dependents_[id].push_back(i);
+      ++remaining_[i];
+      independent_[i] = false;
+    }
+  }
+}
+
+void Dependencies::finished(uint64_t id, std::vector<size_t>& ready) {
+  auto it = dependents_.find(id);
+  if (it == dependents_.end()) return;
+  for (size_t d : it->second) {
+    if (--remaining_[d] == 0) ready.push_back(d);
+  }
+  dependents_.erase(it);  // a second report of `id` finds nothing
+}
+
 namespace {
 void append_synth_tokens(uint64_t key, size_t count, std::vector<uint32_t>& out) {
   Rng rng(key);
@@ -161,11 +406,16 @@ void Prompt::append_synth(uint64_t key, uint32_t count) {
   size_ += count;
 }
 
-void Prompt::tokens(std::vector<uint32_t>& out) const {
+void Prompt::tokens(std::vector<uint32_t>& out, size_t count) const {
+  count = std::min(count, size_);
   out.clear();
-  out.reserve(size_);
-  out.insert(out.end(), literal_.begin(), literal_.end());
-  for (const Run& run : runs_) append_synth_tokens(run.key, run.count, out);
+  out.reserve(count);
+  out.insert(out.end(), literal_.begin(),
+             literal_.begin() + static_cast<std::ptrdiff_t>(std::min(count, literal_.size())));
+  for (const Run& run : runs_) {
+    if (out.size() >= count) break;
+    append_synth_tokens(run.key, std::min<size_t>(run.count, count - out.size()), out);
+  }
 }
 
 std::vector<uint32_t> Prompt::tokens() const {
@@ -177,15 +427,23 @@ std::vector<uint32_t> Prompt::tokens() const {
 std::vector<std::string> workload_names() { return {"prefix-families", "multi-turn", "rag", "agentic"}; }
 
 Result<Workload> make_workload(std::string_view name, const WorkloadOptions& o) {
-  if (o.rate_rps < 0 || !std::isfinite(o.rate_rps)) return invalid_argument("rate must be >= 0");
+  if (o.rate_rps < 0 || !std::isfinite(o.rate_rps) || o.rate_scale < 0 ||
+      !std::isfinite(o.rate_scale)) {
+    return invalid_argument("rate and rate scale must be >= 0");
+  }
   std::optional<Workload> w;
   if (name == "prefix-families") {
     if (o.groups == 0) return invalid_argument("prefix-families needs at least one group");
     w = prefix_families(o);
   } else if (name == "multi-turn") {
-    w = sessions(o, "multi-turn", 0, 3);
+    w = multi_turn(o);
   } else if (name == "agentic") {
-    w = sessions(o, "agentic", std::max(o.system_tokens, 1u), 4);
+    // With a task of at most a quarter of the context and one output, a first step fits.
+    if (o.tool_tokens > kContextTokens / 2) {
+      return invalid_argument("agentic tool prompt must be at most " +
+                              std::to_string(kContextTokens / 2) + " tokens");
+    }
+    w = agentic(o);
   } else if (name == "rag") {
     if (o.documents == 0) return invalid_argument("rag needs at least one document");
     w = rag(o);

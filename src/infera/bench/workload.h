@@ -1,16 +1,16 @@
 // Workloads for `infera bench` and `infera sim` (ARCHITECTURE section 10): seeded generators of
 // prefix-sharing request streams (prefix families, multi-turn chat, RAG, agentic loops) and the
-// Mooncake trace replay. A workload is a list of requests with token-id prompts, output
-// lengths (prompts as recipes, see Prompt), open-loop arrival times and, for conversations, a dependency on the previous turn.
-// The same workload object drives real HTTP (bench) and virtual time (sim). Pure data; any
-// thread.
+// Mooncake trace replay. A workload is a list of requests with prompts (as recipes, see Prompt),
+// output lengths, open-loop arrival times and, for conversations and agents, dependencies on
+// earlier requests (see Dependencies). The same workload object drives real HTTP (bench) and
+// virtual time (sim). Pure data; any thread (a Dependencies object belongs to one driver).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "infera/common/status.h"
@@ -31,8 +31,8 @@ class Prompt {
   void append_synth(uint64_t key, uint32_t count);
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  // The token ids (replaces `out`'s content).
-  void tokens(std::vector<uint32_t>& out) const;
+  // The token ids, or the first `count` of them (replaces `out`'s content).
+  void tokens(std::vector<uint32_t>& out, size_t count = SIZE_MAX) const;
   std::vector<uint32_t> tokens() const;
 
  private:
@@ -46,13 +46,16 @@ class Prompt {
 };
 
 struct RequestSpec {
-  uint64_t id = 0;
-  double arrival_s = 0;           // open-loop arrival, seconds from the start
-  Prompt prompt;                  // token ids, made on demand
-  uint32_t max_tokens = 0;        // output length (sent with ignore_eos)
-  uint32_t group = 0;             // prefix family, session or document set, for reports
-  std::optional<uint64_t> after;  // multi-turn: sent only once this request has finished...
-  double think_s = 0;             // ...plus this pause
+  uint64_t id = 0;          // unique within its workload
+  double arrival_s = 0;     // open-loop arrival, seconds from the start (an estimate if `after`)
+  Prompt prompt;            // token ids, made on demand
+  uint32_t max_tokens = 0;  // output length (sent with ignore_eos)
+  uint32_t group = 0;       // prefix family, session or document set, for reports
+  // Empty: independent, sent at arrival_s. Otherwise sent think_s after the last of these
+  // requests (by id) has finished, failed ones included: the previous turn of a conversation,
+  // or every sibling of an agent's fan-out (a join).
+  std::vector<uint64_t> after;
+  double think_s = 0;  // seconds
 };
 
 struct Workload {
@@ -63,19 +66,24 @@ struct Workload {
   uint64_t output_tokens() const;
 };
 
+// Sizes and rates. multi-turn and agentic have shapes of their own (workload.cc: the
+// distributions and what they are fitted to); of these options they follow `requests`, `seed`,
+// `tool_tokens` (agentic) and, only when `rate_given`, `rate_rps`. For them both count every
+// request, later turns and fan-out siblings included: `requests` N gives N requests (the last
+// session cut short), and sessions start (Poisson) so that the N arrive over N / rate seconds.
 struct WorkloadOptions {
-  uint32_t requests = 0;      // 0: the workload's default size
-  double rate_rps = 8.0;      // Poisson arrival rate of independent requests/sessions
+  uint32_t requests = 0;    // 0: the workload's default size
+  double rate_rps = 8.0;    // Poisson arrival rate, requests/s
+  bool rate_given = false;  // rate_rps was chosen (--rate): multi-turn and agentic use it
+  double rate_scale = 1.0;  // multiplies the arrival rate, rate_rps or a workload's own
   uint64_t seed = 1;
   // prefix-families: G groups x M requests share a P-token system prompt plus a Q-token question
   uint32_t groups = 8;
   uint32_t system_tokens = 2048;
   uint32_t question_tokens = 128;
   uint32_t output_tokens = 64;
-  // multi-turn / agentic: turns per session, tokens added per turn, pause between turns
-  uint32_t turns = 6;
-  uint32_t turn_tokens = 256;
-  double think_s = 0.5;
+  // agentic: the tool-description prompt every session shares (tokens)
+  uint32_t tool_tokens = 4096;
   // rag: a pool of documents, each request reads `docs_per_request` of them (Zipf popularity)
   uint32_t documents = 32;
   uint32_t document_tokens = 1024;
@@ -85,6 +93,28 @@ struct WorkloadOptions {
 // "prefix-families", "multi-turn", "rag" or "agentic".
 Result<Workload> make_workload(std::string_view name, const WorkloadOptions& options);
 std::vector<std::string> workload_names();
+
+// Which requests become ready as others finish (RequestSpec::after, all of them): a driver
+// sends the independent ones at their arrival and the others when finished() reports them.
+// A dependency on an id the workload does not hold, or on the request itself, is ignored (a
+// request with no other dependency is independent), so a bad `after` cannot stall a run; the
+// ids must not form cycles (make_workload's depend only on earlier requests). Not thread-safe.
+class Dependencies {
+ public:
+  explicit Dependencies(const Workload& workload);
+
+  // Request `index` (into workload.requests) waits for nobody: send it at its arrival_s.
+  bool independent(size_t index) const { return independent_[index]; }
+  // Request `id` (RequestSpec::id) finished or failed: appends the indices of the requests
+  // whose last dependency it was. Each request is reported at most once; independent ones
+  // never. A second call for the same id reports nothing.
+  void finished(uint64_t id, std::vector<size_t>& ready);
+
+ private:
+  std::unordered_map<uint64_t, std::vector<size_t>> dependents_;  // id -> waiting indices
+  std::vector<uint32_t> remaining_;  // per request: dependencies not finished yet
+  std::vector<bool> independent_;
+};
 
 // Mooncake trace replay (shared/traces/README.md): tokens synthesised per hash id so equal ids
 // give equal 512-token blocks, the last block cut to input_length; arrivals are the trace's
