@@ -1,5 +1,9 @@
 #include "infera/bench/bounds.h"
 
+#include "infera/bench/report.h"
+#include "infera/engine/timing_model.h"
+
+#include <algorithm>
 #include <vector>
 
 #include "infera/common/check.h"
@@ -63,10 +67,10 @@ class LruBlocks {
   uint32_t head_ = kNone, tail_ = kNone;
 };
 
-template <typename Cache>
-double walk(const Workload& w, uint32_t block_size, Cache& cache) {
+// Calls on_request(request, hit_blocks) in arrival order, caching each prompt's blocks after.
+template <typename Cache, typename OnRequest>
+void walk(const Workload& w, uint32_t block_size, Cache& cache, OnRequest&& on_request) {
   INFERA_CHECK(block_size > 0);
-  uint64_t hit_tokens = 0, prompt_tokens = 0;
   std::vector<uint64_t> hashes;
   std::vector<uint32_t> tokens;
   for (const RequestSpec& r : w.requests) {
@@ -74,10 +78,18 @@ double walk(const Workload& w, uint32_t block_size, Cache& cache) {
     kv::compute_seq_hashes(tokens, block_size, kv::kHashSeed, hashes);
     size_t hits = 0;
     while (hits < hashes.size() && cache.contains(hashes[hits])) ++hits;
-    hit_tokens += hits * block_size;
-    prompt_tokens += r.prompt.size();
+    on_request(r, hits);
     for (const uint64_t h : hashes) cache.touch(h);
   }
+}
+
+template <typename Cache>
+double hit_ratio(const Workload& w, uint32_t block_size, Cache& cache) {
+  uint64_t hit_tokens = 0, prompt_tokens = 0;
+  walk(w, block_size, cache, [&](const RequestSpec& r, size_t hits) {
+    hit_tokens += hits * block_size;
+    prompt_tokens += r.prompt.size();
+  });
   return prompt_tokens ? static_cast<double>(hit_tokens) / static_cast<double>(prompt_tokens) : 0;
 }
 
@@ -91,12 +103,34 @@ struct InfiniteBlocks {
 
 double infinite_cache_hit_ratio(const Workload& workload, uint32_t block_size) {
   InfiniteBlocks cache;
-  return walk(workload, block_size, cache);
+  return hit_ratio(workload, block_size, cache);
 }
 
 double pooled_lru_hit_ratio(const Workload& workload, uint32_t block_size, uint64_t capacity_blocks) {
   LruBlocks cache(capacity_blocks);
-  return walk(workload, block_size, cache);
+  return hit_ratio(workload, block_size, cache);
+}
+
+TtftQuantiles ttft_lower_bound(const Workload& workload, const engine::EngineConfig& engine) {
+  const uint32_t bs = engine.block_size;
+  const uint32_t budget = std::max(1u, engine.max_num_batched_tokens);
+  std::vector<double> ttft_ms;
+  ttft_ms.reserve(workload.requests.size());
+  InfiniteBlocks cache;
+  walk(workload, bs, cache, [&](const RequestSpec& r, size_t hits) {
+    // As the engine does: the last prompt token is always computed, to sample the first token.
+    const size_t tokens = r.prompt.size();
+    const size_t cached = std::min(hits, tokens ? (tokens - 1) / bs : 0) * bs;
+    size_t left = tokens - cached;
+    double ms = 0;
+    while (left > 0) {  // one prefill chunk per step, alone on an idle engine
+      const size_t chunk = std::min<size_t>(left, budget);
+      ms += engine::TimingModel::prefill_ms(static_cast<double>(chunk));
+      left -= chunk;
+    }
+    ttft_ms.push_back(ms / engine.speedup_ratio);
+  });
+  return TtftQuantiles{quantile(ttft_ms, 0.5), quantile(ttft_ms, 0.9), quantile(ttft_ms, 0.99)};
 }
 
 }  // namespace infera::bench

@@ -128,9 +128,15 @@ std::string to_json(const RunReport& report) {
   json::object root;
   root["policies"] = std::move(policies);
   if (report.bounds) {
-    root["bounds"] = json::object{
+    json::object bounds{
         {"infinite_cache_hit_ratio", round(report.bounds->infinite_cache_hit_ratio)},
         {"pooled_lru_hit_ratio", round(report.bounds->pooled_lru_hit_ratio)}};
+    if (report.bounds->ttft_lower_p50_ms >= 0) {
+      bounds["ttft_lower_bound_p50_ms"] = round(report.bounds->ttft_lower_p50_ms);
+      bounds["ttft_lower_bound_p90_ms"] = round(report.bounds->ttft_lower_p90_ms);
+      bounds["ttft_lower_bound_p99_ms"] = round(report.bounds->ttft_lower_p99_ms);
+    }
+    root["bounds"] = std::move(bounds);
   }
   json::object settings;
   for (const auto& [k, v] : report.settings) settings[k] = v;
@@ -173,6 +179,14 @@ std::string format_table(const RunReport& report) {
                   report.bounds->infinite_cache_hit_ratio * 100,
                   report.bounds->pooled_lru_hit_ratio * 100);
     out += line;
+    if (report.bounds->ttft_lower_p50_ms >= 0) {
+      std::snprintf(line, sizeof(line),
+                    "bounds: ttft on an idle engine with the infinite cache p50 %.1fms, p90 %.1fms, "
+                    "p99 %.1fms (no policy beats it)\n",
+                    report.bounds->ttft_lower_p50_ms, report.bounds->ttft_lower_p90_ms,
+                    report.bounds->ttft_lower_p99_ms);
+      out += line;
+    }
   }
   return out;
 }

@@ -2,6 +2,7 @@
 //   {"policies": {"<name>": {"hit_ratio", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms",
 //    "itl_p50_ms", "e2e_p50_ms", "throughput_rps", "output_tok_s", "load_spread", "errors"}},
 //    "bounds": {"infinite_cache_hit_ratio", "pooled_lru_hit_ratio"}}
+// (plus "ttft_lower_bound_p50_ms", "_p90_ms", "_p99_ms" in bounds when the simulator computed them)
 // plus extra fields (per-worker requests, a TTFT CDF for plots, the run's settings). A
 // RunRecorder collects per-request observations (from real HTTP or virtual time) and
 // summarises them. Not thread-safe: one recorder per run, fed by one thread.
@@ -52,6 +53,8 @@ struct PolicyReport {
 struct Bounds {
   double infinite_cache_hit_ratio = 0;
   double pooled_lru_hit_ratio = 0;
+  // TTFT on an idle engine with the infinite cache (bounds.h); < 0: not computed.
+  double ttft_lower_p50_ms = -1, ttft_lower_p90_ms = -1, ttft_lower_p99_ms = -1;
 };
 
 struct RunReport {

@@ -13,6 +13,7 @@
 #include "infera/kv/active_load.h"
 #include "infera/kv/block_hash.h"
 #include "infera/kv/index.h"
+#include "infera/kv/predicted_blocks.h"
 
 namespace infera::bench {
 namespace {
@@ -76,13 +77,16 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
 
   ManualClock clock;
   const uint32_t bs = engine_config.block_size;
-  kv::KvIndex index(kv::KvIndex::Options{bs, workers});
+  kv::PredictedBlocks predicted(
+      kv::PredictedBlocks::Options{from_seconds(options.router.load.predicted_ttl_s), workers},
+      clock);
+  kv::KvIndex index(kv::KvIndex::Options{bs, workers, &predicted});
   kv::ActiveLoad load(kv::ActiveLoad::Options{from_seconds(options.active_block_ttl_s), workers},
                       clock);
   routing::RouterOptions router_options = options.router;
   router_options.policy = std::string(policy);
   INFERA_ASSIGN_OR_RETURN(std::unique_ptr<routing::Router> router,
-                          routing::Router::create(router_options, index, load));
+                          routing::Router::create(router_options, index, load, &predicted));
 
   std::vector<std::unique_ptr<engine::EngineCore>> engines;
   std::vector<events::EventApplier> appliers;
@@ -101,14 +105,10 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
   // Requests become ready at their arrival, or after the turn they depend on (+ think time).
   using Ready = std::pair<Nanos, size_t>;
   std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
-  std::unordered_map<uint64_t, std::vector<size_t>> dependents;
+  Dependencies dependencies(workload);
+  std::vector<size_t> now_ready;
   for (size_t i = 0; i < workload.requests.size(); ++i) {
-    const RequestSpec& r = workload.requests[i];
-    if (r.after) {
-      dependents[*r.after].push_back(i);
-    } else {
-      ready.emplace(from_seconds(r.arrival_s), i);
-    }
+    if (dependencies.independent(i)) ready.emplace(from_seconds(workload.requests[i].arrival_s), i);
   }
 
   RunRecorder recorder(workers);
@@ -131,12 +131,9 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
                        l.cached, l.outputs, l.worker);
       if (l.prefill_worker) recorder.also_served(*l.prefill_worker);
     }
-    auto deps = dependents.find(spec.id);
-    if (deps != dependents.end()) {
-      for (size_t d : deps->second) {
-        ready.emplace(from_seconds(now_s + workload.requests[d].think_s), d);
-      }
-    }
+    now_ready.clear();
+    dependencies.finished(spec.id, now_ready);
+    for (size_t d : now_ready) ready.emplace(from_seconds(now_s + workload.requests[d].think_s), d);
     live.erase(id);
   };
 
@@ -191,6 +188,7 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
             decode.cached = o.cached_tokens;
             decode.prefill_worker = l.worker;
             decode.prefill_ticket = l.ticket;
+            router->prefill_done(l.ticket);
             engines[w]->release_held(o.id);
             live.erase(it);
             engine::RequestSpec req;
@@ -201,6 +199,7 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
             continue;
           }
           if (o.index == 0) {
+            router->prefill_done(l.ticket);  // what the gateway sees as the first byte
             l.first_s = now_s;
             if (!l.prefill_worker) l.cached = o.cached_tokens;
           } else {

@@ -9,6 +9,8 @@
 #include "infera/bench/plot.h"
 #include "infera/bench/sim.h"
 #include "infera/config/flags.h"
+#include "infera/config/load_model_flags.h"
+#include "infera/routing/load_model.h"
 
 namespace infera::bench {
 namespace {
@@ -67,7 +69,9 @@ int run_sim_command(std::span<const std::string> args) {
         "tokens per engine step (default 8192)", "N");
   f.add("--speedup-ratio", &o.engine.speedup_ratio, "engine speed multiplier (default 1)", "X");
   f.add("--policies", &policies,
-        "comma-separated: round-robin, random, least-loaded, kv-aware, approx-prefix", "LIST");
+        "comma-separated: round-robin, random, least-loaded, kv-aware, approx-prefix; "
+        "kv-aware:MODEL runs kv-aware with that --kv-load-model (rows side by side)",
+        "LIST");
   f.add("--kv-overlap-weight", &o.router.overlap_weight, "kv-aware overlap weight (default 1.0)",
         "W");
   f.add("--kv-prefill-overlap-weight", &o.router.prefill_overlap_weight,
@@ -75,17 +79,24 @@ int run_sim_command(std::span<const std::string> args) {
   f.add("--kv-decode-overlap-weight", &o.router.decode_overlap_weight,
         "kv-aware weight of the decode stage (default: --kv-overlap-weight)", "W");
   f.add("--router-temperature", &o.router.temperature, "kv-aware temperature (default 0)", "T");
+  config::LoadModelFlags load_flags;
+  config::add_load_model_flags(f, &load_flags);
   f.add("--rate-scale", &rate_scale, "trace speed-up factor, or multiplier of --rate (default 1)",
         "X");
   f.add("--requests", &w.requests, "synthetic workload size (default: the workload's)", "N");
   f.add("--max-requests", &t.max_requests, "replay only the first N trace requests", "N");
-  f.add("--rate", &w.rate_rps, "synthetic arrival rate, requests/s (default 8)", "R");
+  f.add("--rate", &w.rate_rps,
+        "synthetic arrival rate, requests/s (default 8; multi-turn 3.33, agentic 6: their own, "
+        "turns and fan-out included)",
+        "R");
   f.add("--groups", &w.groups, "prefix-families: number of shared prompts (default 8)", "G");
   f.add("--system-tokens", &w.system_tokens, "prefix-families: shared prompt length (default 2048)",
         "P");
   f.add("--question-tokens", &w.question_tokens, "prefix-families: per-request tokens (default 128)",
         "Q");
   f.add("--output-tokens", &w.output_tokens, "tokens generated per request (default 64)", "N");
+  f.add("--tool-tokens", &w.tool_tokens, "agentic: shared tool-description prompt (default 4096)",
+        "T");
   f.add("--seed", &seed, "seed for the workload and tie-breaking (default 1)", "S");
   f.add("--threads", &threads, "policies simulated in parallel (default 2)", "N");
   f.add("--json", &json_path, "write the result JSON here", "OUT.json");
@@ -110,7 +121,8 @@ int run_sim_command(std::span<const std::string> args) {
       return load_mooncake_trace(trace, t);
     }
     w.seed = seed;
-    w.rate_rps *= rate_scale;
+    w.rate_given = f.was_set("--rate");
+    w.rate_scale = rate_scale;
     return make_workload(workload_name, w);
   }();
   if (!workload.ok()) {
@@ -123,12 +135,29 @@ int run_sim_command(std::span<const std::string> args) {
     std::fprintf(stderr, "infera sim: --policies is empty\n");
     return 2;
   }
+  // Each entry is POLICY or POLICY:LOAD_MODEL; the load model's other flags apply to all.
+  struct Choice {
+    std::string policy;
+    routing::LoadModelOptions load;
+  };
+  std::vector<Choice> choices;
   for (const std::string& n : names) {
-    auto p = routing::make_policy(n);
+    const size_t colon = n.find(':');
+    Choice choice{n.substr(0, colon), {}};
+    auto p = routing::make_policy(choice.policy);
     if (!p.ok()) {
       std::fprintf(stderr, "infera sim: %s\n", p.status().message().c_str());
       return 2;
     }
+    config::LoadModelFlags flags = load_flags;
+    if (colon != std::string::npos) flags.model = n.substr(colon + 1);
+    auto load = routing::resolve_load_options(flags);
+    if (!load.ok()) {
+      std::fprintf(stderr, "infera sim: %s: %s\n", n.c_str(), load.status().message().c_str());
+      return 2;
+    }
+    choice.load = *load;
+    choices.push_back(std::move(choice));
   }
   const bool disagg = disaggregated(o);
   if (disagg && (o.prefill_workers == 0 || o.decode_workers == 0)) {
@@ -153,20 +182,24 @@ int run_sim_command(std::span<const std::string> args) {
     SimOptions options;
   };
   std::vector<Run> runs;
-  for (const std::string& n : names) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& n = names[i];
+    SimOptions with = o;
+    with.router.load = choices[i].load;
+    const std::string& policy = choices[i].policy;
     if (!disagg) {
-      runs.push_back(Run{n, n, o});
+      runs.push_back(Run{n, policy, with});
       continue;
     }
     if (compare_aggregated) {
-      SimOptions agg = o;
+      SimOptions agg = with;
       agg.workers = workers;
       agg.prefill_workers = agg.decode_workers = 0;
-      runs.push_back(Run{n + " agg " + std::to_string(workers), n, agg});
+      runs.push_back(Run{n + " agg " + std::to_string(workers), policy, agg});
     }
     runs.push_back(Run{n + " " + std::to_string(o.prefill_workers) + "P+" +
                            std::to_string(o.decode_workers) + "D",
-                       n, o});
+                       policy, with});
   }
   const std::string fleet = disagg ? std::to_string(o.prefill_workers) + " prefill + " +
                                          std::to_string(o.decode_workers) + " decode"
@@ -203,6 +236,10 @@ int run_sim_command(std::span<const std::string> args) {
   const uint64_t capacity = uint64_t{workers} * (o.engine.num_gpu_blocks - 1);
   report.bounds = Bounds{infinite_cache_hit_ratio(*workload, o.engine.block_size),
                          pooled_lru_hit_ratio(*workload, o.engine.block_size, capacity)};
+  const TtftQuantiles lower = ttft_lower_bound(*workload, o.engine);
+  report.bounds->ttft_lower_p50_ms = lower.p50_ms;
+  report.bounds->ttft_lower_p90_ms = lower.p90_ms;
+  report.bounds->ttft_lower_p99_ms = lower.p99_ms;
   report.settings = {{"workload", workload->name},
                      {"requests", std::to_string(workload->requests.size())},
                      {"workers", std::to_string(workers)},
@@ -210,6 +247,7 @@ int run_sim_command(std::span<const std::string> args) {
                      {"block_size", std::to_string(o.engine.block_size)},
                      {"rate_scale", std::to_string(rate_scale)},
                      {"kv_overlap_weight", std::to_string(o.router.overlap_weight)},
+                     {"kv_load_model", load_flags.model},
                      {"seed", std::to_string(seed)},
                      {"kv_block_bytes", std::to_string(o.engine.kv_block_bytes)},
                      {"kv_transfer_bandwidth_gb_s", std::to_string(o.engine.kv_transfer_bandwidth_gb_s)},
