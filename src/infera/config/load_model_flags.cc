@@ -20,8 +20,8 @@ void add_load_model_flags(FlagSet& f, LoadModelFlags* o) {
   f.add("--kv-decode-load-weight", &o->decode_weight,
         "prefill-aware: weight of each block of KV its decoding requests hold (default 0.05)", "W");
   f.add("--kv-overload-threshold", &o->overload_threshold,
-        "when every candidate's load exceeds this many blocks, route by load alone (0 = off; "
-        "default 0 with active-blocks)",
+        "a worker whose load exceeds this many blocks gets no credit for its cache while another "
+        "is below it; when all exceed it, route by load alone (0 = off, the default)",
         "BLOCKS");
 }
 

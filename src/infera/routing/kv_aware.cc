@@ -32,16 +32,19 @@ size_t KvAwarePolicy::choose(const ScoreRequest& request, std::span<Candidate> c
     }
     return pick_lowest(costs, request.temperature, rng);
   }
-  // The gate: every candidate is past the threshold, so affinity would only pile requests on
-  // the worker with the hits; go by load alone.
+  // The gate: a candidate whose load is past the threshold is busy. Its cache earns it nothing
+  // while another candidate is not busy (a hot prefix cannot pile onto it); when every
+  // candidate is busy, affinity is dropped altogether and the request goes by load alone.
   const double gate = request.load->overload_blocks;
-  bool gated = gate > 0;
-  for (const Candidate& c : candidates) gated = gated && c.load_terms.total > gate;
-  const double weight = gated ? 0.0 : request.overlap_weight;
+  size_t busy = 0;
+  for (const Candidate& c : candidates) busy += gate > 0 && c.load_terms.total > gate ? 1 : 0;
+  const bool all_busy = busy == candidates.size();
+  const double weight = all_busy ? 0.0 : request.overlap_weight;
   for (size_t i = 0; i < candidates.size(); ++i) {
     Candidate& c = candidates[i];
-    c.gated = gated;
-    c.cost = kv_cost(weight, request.request_blocks, c.credited_hits, c.load_terms.total);
+    c.gated = gate > 0 && c.load_terms.total > gate;  // busy (all_busy: every row)
+    c.cost = kv_cost(weight, request.request_blocks, c.gated ? 0.0 : c.credited_hits,
+                     c.load_terms.total);
     costs[i] = c.cost;
   }
   return pick_lowest(costs, request.temperature, rng);

@@ -1,5 +1,6 @@
 #include "infera/routing/load_model.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -72,7 +73,7 @@ LoadModelOptions default_load_options(LoadModel model) {
   o.model = model;
   if (model == LoadModel::kPrefillAware) {
     o.prefill_weight = 1.0;
-    o.decode_weight = 0.0;
+    o.decode_weight = 0.05;
     o.tier_credit = TierCredit{1.0, 0.75, 0.25};
     o.predicted_ttl_s = 2.0;
   }
@@ -86,6 +87,9 @@ Status validate(const LoadModelOptions& o) {
   }
   if (!weight(o.overload_blocks)) {
     return invalid_argument("--kv-overload-threshold must be finite and >= 0");
+  }
+  if (!weight(o.engine_signal_max_age_s)) {
+    return invalid_argument("the engine signals' max age must be finite and >= 0");
   }
   if (!weight(o.predicted_ttl_s) || o.predicted_ttl_s > 3600) {
     return invalid_argument("--kv-predicted-ttl-s must be in [0, 3600]");
@@ -114,7 +118,7 @@ Result<LoadModelOptions> resolve_load_options(const config::LoadModelFlags& f) {
 }
 
 LoadTerms load_terms(const LoadModelOptions& o, const kv::WorkerLoad& load,
-                     uint32_t predicted_hits) {
+                     uint32_t predicted_hits, const EngineLoad* engine) {
   LoadTerms t;
   if (o.model == LoadModel::kActiveBlocks) {
     t.total = static_cast<double>(load.active_blocks);
@@ -124,7 +128,24 @@ LoadTerms load_terms(const LoadModelOptions& o, const kv::WorkerLoad& load,
       load.prefill_blocks > predicted_hits ? load.prefill_blocks - predicted_hits : 0;
   t.prefill = o.prefill_weight * static_cast<double>(waiting);
   t.decode = o.decode_weight * static_cast<double>(load.decode_blocks);
-  t.total = t.prefill + t.decode;
+  if (engine != nullptr) {
+    // Requests the engine holds beyond the ones we routed there are someone else's (another
+    // router, a direct client). Those of its queue beyond our own requests in prefill wait
+    // ahead of ours; the rest decode beside them.
+    const uint32_t ours = engine->ours_active != kv::kUnknownCount ? engine->ours_active
+                                                                    : load.active_requests;
+    const uint32_t ours_prefill = engine->ours_prefill != kv::kUnknownCount
+                                      ? engine->ours_prefill
+                                      : load.prefill_requests;
+    const uint32_t total = engine->waiting + engine->running;
+    const uint32_t hidden = total > ours ? total - ours : 0;
+    const uint32_t queued = engine->waiting > ours_prefill ? engine->waiting - ours_prefill : 0;
+    const uint32_t hidden_waiting = std::min(hidden, queued);
+    const uint32_t hidden_running = hidden - hidden_waiting;
+    t.hidden = (o.prefill_weight * hidden_waiting + o.decode_weight * hidden_running) *
+               engine->blocks_per_request;
+  }
+  t.total = t.prefill + t.decode + t.hidden;
   return t;
 }
 

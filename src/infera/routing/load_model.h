@@ -14,8 +14,10 @@
 //     Blocks of the request itself that w is computing already (its predicted hits) are not
 //     counted as waiting: elsewhere it would compute them itself, and that is the overlap term.
 //     Hits on lower tiers count at a discount (--kv-tier-credit).
-// The overload gate (both models): when even the least loaded candidate carries more than
-// overload_blocks of load, affinity is dropped and the request goes by load alone.
+// The overload gate (both models, off by default): a candidate whose load(w) exceeds
+// overload_blocks is busy and its hits earn it nothing while another candidate is not busy, so a
+// hot prefix cannot pile onto one worker however high the overlap weight; when every candidate
+// is busy, affinity is dropped and the request goes by load alone.
 // Pure functions of their inputs; any thread.
 #pragma once
 
@@ -26,6 +28,7 @@
 #include "infera/common/status.h"
 #include "infera/config/load_model_flags.h"
 #include "infera/kv/active_load.h"
+#include "infera/kv/engine_signals.h"
 
 namespace infera::routing {
 
@@ -49,12 +52,14 @@ struct LoadModelOptions {
   double prefill_weight = 1.0;  // per block still to compute (prefill-aware)
   double decode_weight = 0.0;   // per block of KV held by decoding requests (prefill-aware)
   TierCredit tier_credit;
-  // The overload gate: when every candidate's load exceeds this (in load(w) units, blocks),
-  // the request is routed by load alone. 0: off.
+  // The overload gate's threshold, in load(w) units (blocks). 0: off.
   double overload_blocks = 0;
   // Predicted-on-route entries live this long (kv/predicted_blocks.h; the owner of the index
   // builds them). 0: off.
   double predicted_ttl_s = 0;
+  // Engine-reported load (kv/engine_signals.h) is used while a reading is at most this old;
+  // older or missing readings leave the router's own counts alone. 0: never used.
+  double engine_signal_max_age_s = 0;
 };
 
 // The defaults of a model: active-blocks as documented (no tier credit, no gate);
@@ -69,11 +74,26 @@ Result<LoadModelOptions> resolve_load_options(const config::LoadModelFlags& flag
 struct LoadTerms {
   double prefill = 0;  // prefill_weight * prefill_blocks (prefill-aware)
   double decode = 0;   // decode_weight * decode_blocks (prefill-aware)
-  double total = 0;    // load(w): active_blocks, or prefill + decode
+  double hidden = 0;   // prefill_weight * blocks of requests the engine reports and we never routed
+  double total = 0;    // load(w): active_blocks, or prefill + decode + hidden
 };
-// `predicted_hits`: the request's own blocks that the worker is computing already.
+
+// What a worker's engine reported (fresh), for the hidden term: requests it holds that this
+// router did not route there (other routers, direct clients), each assumed to need
+// `blocks_per_request` blocks of prefill while waiting and to hold as many while running.
+struct EngineLoad {
+  uint32_t waiting = 0;
+  uint32_t running = 0;
+  // Our own requests on the worker when the engine was read (default: ours now).
+  uint32_t ours_active = kv::kUnknownCount;
+  uint32_t ours_prefill = kv::kUnknownCount;
+  double blocks_per_request = 0;
+};
+
+// `predicted_hits`: the request's own blocks that the worker is computing already. `engine`:
+// the worker's fresh engine reading, if any (prefill-aware only).
 LoadTerms load_terms(const LoadModelOptions& options, const kv::WorkerLoad& load,
-                     uint32_t predicted_hits = 0);
+                     uint32_t predicted_hits = 0, const EngineLoad* engine = nullptr);
 
 // The hits a candidate is credited with: GPU and predicted blocks at the GPU credit, then the
 // lower-tier run (`lower` blocks, `disk` of them only on disk) at the CPU and disk credits.

@@ -33,7 +33,10 @@ struct Candidate {
   double credited_hits = 0;     // what the cost counts as cached (tier credit applied)
   kv::WorkerLoad load;          // in flight by phase
   LoadTerms load_terms;         // load(w) and its terms
-  bool gated = false;           // the overload gate routed this decision by load alone
+  bool engine_fresh = false;    // a fresh engine reading entered load_terms.hidden
+  // Past --kv-overload-threshold (busy): its hits earned nothing; when every row is, the cost
+  // was load(w) alone.
+  bool gated = false;
 };
 
 struct ScoreRequest {

@@ -15,7 +15,8 @@ std::string_view stage_name(Stage stage) {
 
 Result<std::unique_ptr<Router>> Router::create(RouterOptions options, kv::KvIndex& index,
                                                kv::ActiveLoad& load,
-                                               kv::PredictedBlocks* predicted) {
+                                               kv::PredictedBlocks* predicted,
+                                               const kv::EngineSignals* signals) {
   INFERA_RETURN_IF_ERROR(validate(options.load));
   auto valid_weight = [](double w) { return std::isfinite(w) && w >= 0; };
   if (!valid_weight(options.overlap_weight) ||
@@ -28,16 +29,21 @@ Result<std::unique_ptr<Router>> Router::create(RouterOptions options, kv::KvInde
   }
   INFERA_ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy, make_policy(options.policy));
   return std::unique_ptr<Router>(
-      new Router(std::move(options), std::move(policy), index, load, predicted));
+      new Router(std::move(options), std::move(policy), index, load, predicted, signals));
 }
 
 Router::Router(RouterOptions options, std::unique_ptr<Policy> policy, kv::KvIndex& index,
-               kv::ActiveLoad& load, kv::PredictedBlocks* predicted)
+               kv::ActiveLoad& load, kv::PredictedBlocks* predicted,
+               const kv::EngineSignals* signals)
     : options_(std::move(options)),
       index_(index),
       load_(load),
       predicted_(predicted && predicted->enabled() && options_.load.predicted_ttl_s > 0 ? predicted
                                                                                  : nullptr),
+      signals_(signals && options_.load.engine_signal_max_age_s > 0 &&
+                       options_.load.model == LoadModel::kPrefillAware
+                   ? signals
+                   : nullptr),
       policy_(std::move(policy)),
       rng_(options_.seed) {}
 
@@ -87,7 +93,31 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
     c.load = load_.load(c.worker);
     c.active_blocks = c.load.active_blocks;
     c.active_requests = c.load.active_requests;
-    c.load_terms = load_terms(options_.load, c.load, c.predicted_hits);
+  }
+  // Engine readings, while fresh: requests the engines hold that we did not route, each taken
+  // as one of ours on average (our requests in prefill over the candidates, else this one).
+  EngineLoad engine;
+  if (signals_) {
+    uint64_t blocks = 0, requests = 0;
+    for (const Candidate& c : d.table) {
+      blocks += c.load.prefill_blocks;
+      requests += c.load.prefill_requests;
+    }
+    engine.blocks_per_request = requests ? static_cast<double>(blocks) / static_cast<double>(requests)
+                                         : static_cast<double>(d.request_blocks);
+  }
+  const Nanos max_age = from_seconds(options_.load.engine_signal_max_age_s);
+  for (Candidate& c : d.table) {
+    std::optional<kv::EngineReading> reading;
+    if (signals_) reading = signals_->fresh(c.worker, max_age);
+    if (reading) {
+      engine.waiting = reading->waiting;
+      engine.running = reading->running;
+      engine.ours_active = reading->ours_active;
+      engine.ours_prefill = reading->ours_prefill;
+      c.engine_fresh = true;
+    }
+    c.load_terms = load_terms(options_.load, c.load, c.predicted_hits, reading ? &engine : nullptr);
   }
   ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature, seq_hashes,
                        &options_.load};
@@ -95,6 +125,7 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
     std::lock_guard lock(policy_mu_);
     d.winner = policy_->choose(request, d.table, rng_);
   }
+  for (const Candidate& c : d.table) d.gated += c.gated ? 1 : 0;
   return d;
 }
 

@@ -19,6 +19,7 @@
 #include "infera/common/random.h"
 #include "infera/common/status.h"
 #include "infera/kv/active_load.h"
+#include "infera/kv/engine_signals.h"
 #include "infera/kv/index.h"
 #include "infera/kv/predicted_blocks.h"
 #include "infera/routing/load_model.h"
@@ -51,6 +52,7 @@ struct Decision {
   double overlap_weight = 0;
   std::vector<Candidate> table;  // one row per candidate, in the order given
   size_t winner = 0;             // position in table
+  uint32_t gated = 0;            // rows past the overload gate (their hits earned nothing)
 
   const Candidate& chosen() const { return table[winner]; }
   kv::WorkerId worker() const { return table[winner].worker; }
@@ -59,10 +61,13 @@ struct Decision {
 class Router {
  public:
   // `predicted` (optional) holds the predicted-on-route entries: read as hits, and written
-  // for every routed request when its TTL is on. Each must outlive the router.
+  // for every routed request when its TTL is on. `signals` (optional) holds the engines' own
+  // load readings, used while fresh (LoadModelOptions::engine_signal_max_age_s). Each must
+  // outlive the router.
   static Result<std::unique_ptr<Router>> create(RouterOptions options, kv::KvIndex& index,
                                                 kv::ActiveLoad& load,
-                                                kv::PredictedBlocks* predicted = nullptr);
+                                                kv::PredictedBlocks* predicted = nullptr,
+                                                const kv::EngineSignals* signals = nullptr);
 
   const RouterOptions& options() const { return options_; }
   uint32_t block_size() const { return index_.block_size(); }
@@ -89,12 +94,13 @@ class Router {
 
  private:
   Router(RouterOptions options, std::unique_ptr<Policy> policy, kv::KvIndex& index,
-         kv::ActiveLoad& load, kv::PredictedBlocks* predicted);
+         kv::ActiveLoad& load, kv::PredictedBlocks* predicted, const kv::EngineSignals* signals);
 
   RouterOptions options_;
   kv::KvIndex& index_;
   kv::ActiveLoad& load_;
   kv::PredictedBlocks* predicted_;  // null or off: no predicted hits
+  const kv::EngineSignals* signals_;  // null or off: the router's own counts only
   std::mutex policy_mu_;  // guards policy_ and rng_ (a few hundred ns per decision)
   std::unique_ptr<Policy> policy_;
   Rng rng_;

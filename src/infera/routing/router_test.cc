@@ -277,29 +277,59 @@ TEST_F(PrefillAwareRouterTest, LowerTierHitsAreDiscountedNotIgnored) {
   EXPECT_DOUBLE_EQ(d->table[1].cost, 40.0);
 }
 
-// Past the gate (every candidate above the threshold) affinity gives way to load.
-TEST_F(PrefillAwareRouterTest, TheOverloadGateRoutesByLoadAlone) {
+// The gate: a candidate past the threshold is busy and its cache earns it nothing while another
+// candidate is not busy (a hot prefix cannot pile onto it); past it everywhere, load alone.
+TEST_F(PrefillAwareRouterTest, TheOverloadGateStopsAffinityForBusyWorkers) {
   const auto p = prompt(1, 0, 100, 1);
   store(0, p, 100);
   const auto h = kv::seq_hashes(p, kBs);
   for (kv::WorkerId w = 0; w < 4; ++w) {
-    load_.add(w, kv::seq_hashes(prompt(50 + w, 0, w == 0 ? 250 : 200, 50 + w), kBs));
+    load_.add(w, kv::seq_hashes(prompt(50 + w, 0, w == 0 ? 250 : 200 + 10 * w, 50 + w), kBs));
   }
   LoadModelOptions o = prefill_aware();
-  auto below = make(o);
-  auto d = below->score(h, static_cast<uint32_t>(p.size()), all_);
+  auto off = make(o);
+  auto d = off->score(h, static_cast<uint32_t>(p.size()), all_);
   ASSERT_TRUE(d.ok());
-  EXPECT_EQ(d->worker(), 0u) << "250 pending + 0 uncached beats 200 + 100";
+  EXPECT_EQ(d->worker(), 0u) << "250 pending + 0 uncached beats 210 + 100";
   EXPECT_FALSE(d->chosen().gated);
-  o.overload_blocks = 150;
-  auto gated = make(o);
-  d = gated->score(h, static_cast<uint32_t>(p.size()), all_);
-  EXPECT_NE(d->worker(), 0u);
+  o.overload_blocks = 300;  // nobody is busy
+  EXPECT_EQ(make(o)->score(h, static_cast<uint32_t>(p.size()), all_)->worker(), 0u);
+  o.overload_blocks = 240;  // only worker 0 is busy: its hits stop counting
+  d = make(o)->score(h, static_cast<uint32_t>(p.size()), all_);
+  EXPECT_EQ(d->worker(), 1u) << "the least loaded of the others";
+  EXPECT_TRUE(d->table[0].gated);
+  EXPECT_DOUBLE_EQ(d->table[0].cost, 350.0);
+  EXPECT_FALSE(d->table[1].gated);
+  o.overload_blocks = 150;  // everyone is busy: load alone
+  d = make(o)->score(h, static_cast<uint32_t>(p.size()), all_);
+  EXPECT_EQ(d->worker(), 1u);
+  EXPECT_DOUBLE_EQ(d->chosen().cost, 210.0);
   EXPECT_TRUE(d->chosen().gated);
-  EXPECT_DOUBLE_EQ(d->chosen().cost, 200.0);
-  o.overload_blocks = 225;  // workers 1-3 are below it: no gate
-  auto partly = make(o);
-  EXPECT_EQ(partly->score(h, static_cast<uint32_t>(p.size()), all_)->worker(), 0u);
+}
+
+// A fresh engine reading of requests this router did not send (another router, direct
+// clients) loads that worker; a stale one is ignored and the router's own counts rule.
+TEST_F(PrefillAwareRouterTest, FreshEngineReadingsCountHiddenRequestsStaleOnesDoNot) {
+  kv::EngineSignals signals(16, clock_);
+  LoadModelOptions o = prefill_aware();
+  o.engine_signal_max_age_s = 3;
+  RouterOptions ro;
+  ro.load = o;
+  auto router = std::move(Router::create(ro, index_, load_, &predicted_, &signals)).value();
+  const auto p = prompt(1, 0, 40, 1);
+  const auto h = kv::seq_hashes(p, kBs);
+  const std::vector<kv::WorkerId> two{0, 1};
+  signals.record(0, 6, 2, 0.5, 0, 0);  // worker 0: 8 requests, none ours
+  auto d = router->score(h, static_cast<uint32_t>(p.size()), two);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->worker(), 1u);
+  EXPECT_TRUE(d->table[0].engine_fresh);
+  EXPECT_GT(d->table[0].load_terms.hidden, 0.0);
+  clock_.advance(std::chrono::seconds(4));
+  d = router->score(h, static_cast<uint32_t>(p.size()), two);
+  EXPECT_FALSE(d->table[0].engine_fresh) << "older than the max age: not used";
+  EXPECT_DOUBLE_EQ(d->table[0].load_terms.hidden, 0.0);
+  EXPECT_DOUBLE_EQ(d->table[0].cost, d->table[1].cost);
 }
 
 }  // namespace

@@ -1,0 +1,65 @@
+// EngineSignals: what each worker's engine itself reports about its load, as vLLM's /metrics
+// names it (vllm:num_requests_waiting, vllm:num_requests_running, vllm:kv_cache_usage_perc).
+// The owner polls (the gateway's fleet upkeep over HTTP, the simulator from its engine models in
+// virtual time) and records readings here; the router reads them, aged: a reading older than the
+// caller's max_age is not used, so a worker whose /metrics is missing, slow or garbage falls back
+// to the router's own block-based load (ActiveLoad) without anything else to do.
+//
+// Concurrency: one reading per worker in atomics, written by the poller and read by request
+// threads without locks; a reader may see fields of two consecutive readings, which is harmless
+// for a load estimate. Any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "infera/common/clock.h"
+#include "infera/kv/predicted_blocks.h"
+
+namespace infera::kv {
+
+inline constexpr uint32_t kUnknownCount = std::numeric_limits<uint32_t>::max();
+
+struct EngineReading {
+  uint32_t waiting = 0;  // requests queued, not yet scheduled
+  uint32_t running = 0;  // requests scheduled (prefilling or decoding)
+  double kv_usage = 0;   // fraction of the KV cache held by running requests, 0..1
+  Nanos at{0};           // when it was read (the owner's clock)
+  // The router's own requests on that worker when the reading was taken (ActiveLoad's
+  // active_requests and prefill_requests), so that the engine's count is compared with ours at
+  // the same instant; kUnknownCount: not recorded (the reader compares with its counts now).
+  uint32_t ours_active = kUnknownCount;
+  uint32_t ours_prefill = kUnknownCount;
+};
+
+class EngineSignals {
+ public:
+  EngineSignals(uint32_t max_workers, const Clock& clock);
+  ~EngineSignals();
+  EngineSignals(const EngineSignals&) = delete;
+  EngineSignals& operator=(const EngineSignals&) = delete;
+
+  // A reading taken now. Values out of range are clamped (kv_usage to [0, 1]). `ours_*`: the
+  // router's own counts at the same instant (EngineReading), when the owner has them.
+  void record(WorkerId worker, uint32_t waiting, uint32_t running, double kv_usage,
+              uint32_t ours_active = kUnknownCount, uint32_t ours_prefill = kUnknownCount);
+  // Forgets the worker's reading (it left, or its metrics stopped making sense).
+  void clear(WorkerId worker);
+  // The worker's last reading if it is at most `max_age` old.
+  std::optional<EngineReading> fresh(WorkerId worker, Nanos max_age) const;
+  // The last reading, however old (admin API).
+  std::optional<EngineReading> last(WorkerId worker) const;
+
+ private:
+  struct Slot;
+  Slot* slot(WorkerId worker) const;
+
+  const Clock& clock_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+};
+
+}  // namespace infera::kv
