@@ -8,10 +8,12 @@
 #include <unordered_map>
 
 #include "infera/common/clock.h"
+#include "infera/common/random.h"
 #include "infera/engine/engine_core.h"
 #include "infera/events/applier.h"
 #include "infera/kv/active_load.h"
 #include "infera/kv/block_hash.h"
+#include "infera/kv/engine_signals.h"
 #include "infera/kv/index.h"
 #include "infera/kv/predicted_blocks.h"
 
@@ -83,10 +85,11 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
   kv::KvIndex index(kv::KvIndex::Options{bs, workers, &predicted});
   kv::ActiveLoad load(kv::ActiveLoad::Options{from_seconds(options.active_block_ttl_s), workers},
                       clock);
+  kv::EngineSignals signals(workers, clock);
   routing::RouterOptions router_options = options.router;
   router_options.policy = std::string(policy);
   INFERA_ASSIGN_OR_RETURN(std::unique_ptr<routing::Router> router,
-                          routing::Router::create(router_options, index, load, &predicted));
+                          routing::Router::create(router_options, index, load, &predicted, &signals));
 
   std::vector<std::unique_ptr<engine::EngineCore>> engines;
   std::vector<events::EventApplier> appliers;
@@ -119,6 +122,9 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
   events::ApplyTally tally;
   uint64_t steps = 0;
   engine::RequestId next_id = 1;
+  const Nanos poll_every = from_seconds(options.engine_metrics_interval_s);
+  Nanos next_poll{0};
+  Rng bypass(router_options.seed ^ 0x5bd1e995u);  // which requests, and where, bypass the router
 
   auto finish = [&](engine::RequestId id, Live& l, double now_s, bool failed) {
     router->release(l.ticket);
@@ -142,10 +148,19 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
   auto start = [&](Live l, std::span<const kv::WorkerId> candidates, engine::RequestSpec base) {
     const RequestSpec& spec = workload.requests[l.spec];
     spec.prompt.tokens(tokens);
+    const engine::RequestId id = next_id++;
+    if (options.hidden_fraction > 0 && bypass.uniform_double() < options.hidden_fraction) {
+      // Someone else's request: a worker at random, nothing registered with our router.
+      l.worker = candidates[bypass.uniform(candidates.size())];
+      base.id = id;
+      base.prompt = tokens;
+      auto [it, inserted] = live.emplace(id, l);
+      if (!engines[l.worker]->add_request(base).ok()) finish(id, it->second, seconds(clock.now()), true);
+      return;
+    }
     kv::compute_seq_hashes(tokens, bs, kv::kHashSeed, hashes);
     auto routed =
         router->route(hashes, static_cast<uint32_t>(spec.prompt.size()), candidates, l.stage);
-    const engine::RequestId id = next_id++;
     if (routed.ok()) {
       l.worker = routed->decision.worker();
       l.ticket = routed->ticket;
@@ -167,6 +182,7 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
       if (auto next = e->next_event_time()) t = std::min(t, *next);
     }
     if (t == kNever) break;
+    if (poll_every.count() > 0) t = std::min(t, next_poll);
     if (t > clock.now()) clock.set(t);
 
     // Engines first, so that the index holds what the fleet cached up to now.
@@ -210,6 +226,17 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
           if (o.finish != engine::FinishReason::kNone) finish(o.id, l, now_s, false);
         }
       }
+    }
+
+    // The engines' own load, as a poll of their /metrics would read it now.
+    if (poll_every.count() > 0 && clock.now() >= next_poll) {
+      for (uint32_t w = 0; w < workers; ++w) {
+        const engine::EngineMetrics m = engines[w]->metrics();
+        const kv::WorkerLoad ours = load.load(w);
+        signals.record(w, m.num_waiting, m.num_running, m.kv_cache_usage, ours.active_requests,
+                       ours.prefill_requests);
+      }
+      next_poll = clock.now() + poll_every;
     }
 
     // Then every request that is ready by now.

@@ -81,6 +81,14 @@ int run_sim_command(std::span<const std::string> args) {
   f.add("--router-temperature", &o.router.temperature, "kv-aware temperature (default 0)", "T");
   config::LoadModelFlags load_flags;
   config::add_load_model_flags(f, &load_flags);
+  f.add("--engine-metrics-interval-s", &o.engine_metrics_interval_s,
+        "read each engine's own load (waiting, running, KV usage) this often, as the server polls "
+        "/metrics; prefill-aware counts requests it did not route (0 = off; default 1)",
+        "SECONDS");
+  f.add("--hidden-traffic", &o.hidden_fraction,
+        "fraction of requests that bypass the router (another router, direct clients): each goes "
+        "to a random worker, unseen by the router's own counts (default 0)",
+        "F");
   f.add("--rate-scale", &rate_scale, "trace speed-up factor, or multiplier of --rate (default 1)",
         "X");
   f.add("--requests", &w.requests, "synthetic workload size (default: the workload's)", "N");
@@ -157,7 +165,13 @@ int run_sim_command(std::span<const std::string> args) {
       return 2;
     }
     choice.load = *load;
+    // A reading is used for three polls, then the router falls back to its own counts.
+    choice.load.engine_signal_max_age_s = 3 * o.engine_metrics_interval_s;
     choices.push_back(std::move(choice));
+  }
+  if (!(o.hidden_fraction >= 0 && o.hidden_fraction <= 1) || !(o.engine_metrics_interval_s >= 0)) {
+    std::fprintf(stderr, "infera sim: --hidden-traffic is in [0, 1], --engine-metrics-interval-s >= 0\n");
+    return 2;
   }
   const bool disagg = disaggregated(o);
   if (disagg && (o.prefill_workers == 0 || o.decode_workers == 0)) {

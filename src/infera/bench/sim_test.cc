@@ -100,5 +100,27 @@ TEST(SimTest, ADisaggregatedFleetNeedsBothPools) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }
 
+// Issue 20's regression guard: on long multi-turn conversations paced by think time, the
+// prefill-aware load model must beat round-robin at the median (the seed's model lost there).
+// A real assertion on a deterministic virtual-time run.
+TEST(SimTest, PrefillAwareBeatsRoundRobinAtTheMedianOnMultiTurn) {
+  WorkloadOptions w;
+  w.requests = 400;
+  w.seed = 5;
+  Result<Workload> made = make_workload("multi-turn", w);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  SimOptions o;
+  o.workers = 4;
+  o.engine.num_gpu_blocks = 16384;
+  Result<SimResult> rr = simulate(*made, o, "round-robin");
+  o.router.load = routing::default_load_options(routing::LoadModel::kPrefillAware);
+  o.router.load.engine_signal_max_age_s = 3 * o.engine_metrics_interval_s;
+  Result<SimResult> aware = simulate(*made, o, "kv-aware");
+  ASSERT_TRUE(rr.ok() && aware.ok());
+  EXPECT_EQ(aware->report.errors, 0u);
+  EXPECT_LT(aware->report.ttft_p50_ms, rr->report.ttft_p50_ms);
+  EXPECT_GT(aware->report.hit_ratio, rr->report.hit_ratio);
+}
+
 }  // namespace
 }  // namespace infera::bench
