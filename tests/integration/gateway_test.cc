@@ -150,7 +150,9 @@ class FakeEngine {
     routes.add(http::Method::kGet, "/metrics",
                [block_size](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
                  co_return http::Response::text(
-                     200, "vllm:cache_config_info{block_size=\"" + std::to_string(block_size) + "\"} 1\n");
+                     200, "vllm:cache_config_info{block_size=\"" + std::to_string(block_size) +
+                              "\"} 1\nvllm:num_requests_waiting 0\nvllm:num_requests_running 0\n"
+                              "vllm:kv_cache_usage_perc 0\n");
                });
     server = http::Server::start(loop, {}, std::move(routes)).value();
   }
@@ -532,7 +534,12 @@ TEST_F(GatewayTest, EveryExportedMetricIsDocumented) {
   }
   ASSERT_GT(documented.size(), 20u);
 
-  const std::string body = call(http::Method::kGet, "/metrics").body;
+  // The engine-reading gauges appear once each worker's /metrics has been polled.
+  std::string body;
+  ASSERT_TRUE(eventually([&] {
+    body = call(http::Method::kGet, "/metrics").body;
+    return body.find("infera_worker_engine_reading_age_seconds{") != std::string::npos;
+  }));
   std::set<std::string> exported;
   std::istringstream lines(body);
   for (std::string line; std::getline(lines, line);) {

@@ -1,5 +1,7 @@
 #include "infera/config/server_config.h"
 
+#include <cmath>
+
 #include "infera/config/flags.h"
 
 namespace infera::config {
@@ -53,6 +55,11 @@ Status validate(const ServerConfig& c) {
     if (!(t > 0)) return invalid_argument("timeouts must be > 0 seconds");
   }
   if (c.active_block_ttl_s <= 0) return invalid_argument("--active-block-ttl-s must be > 0");
+  if (!std::isfinite(c.engine_metrics_interval_s) ||
+      (c.engine_metrics_interval_s != 0 &&
+       (c.engine_metrics_interval_s < 0.05 || c.engine_metrics_interval_s > 3600))) {
+    return invalid_argument("--engine-metrics-interval-s must be 0 (off) or 0.05..3600");
+  }
   if (!c.admin_host.empty() && c.admin_port < 0) {
     return invalid_argument("--admin-host needs --admin-port");
   }
@@ -90,6 +97,11 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
         "tokens per KV block; must equal every worker's (default 16)", "N");
   f.add("--active-block-ttl-s", &c.active_block_ttl_s,
         "in-flight requests older than this stop counting as load (default 300)", "SECONDS");
+  f.add("--engine-metrics-interval-s", &c.engine_metrics_interval_s,
+        "poll each worker's /metrics for its own load (vllm:num_requests_waiting, "
+        "vllm:num_requests_running, vllm:kv_cache_usage_perc); 0 = off (default 1)",
+        "SECONDS");
+  add_load_model_flags(f, &c.load_model);
   f.add("--discovery-backend", &c.discovery_backend, "static (default) or etcd", "BACKEND");
   f.add("--etcd-endpoint", &c.etcd_endpoint, "etcd v3 endpoint for --discovery-backend etcd",
         "HOST:PORT");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "infera/common/status.h"
+#include "infera/config/load_model_flags.h"
 
 namespace infera::config {
 
@@ -28,6 +29,7 @@ struct ServerConfig {
   uint64_t router_seed = 0;  // 0: seeded from the system's entropy
   uint32_t block_size = 16;  // --block-size / --page-size
   double active_block_ttl_s = 300;  // in-flight requests older than this stop counting as load
+  LoadModelFlags load_model;        // --kv-load-model and its terms (routing/load_model.h)
   // Discovery and transports
   std::string discovery_backend = "static";
   std::string etcd_endpoint;  // HOST:PORT
@@ -46,6 +48,7 @@ struct ServerConfig {
   double upstream_connect_timeout_s = 5;
   double upstream_first_byte_timeout_s = 600;  // queueing on a busy engine can be long
   double upstream_idle_timeout_s = 300;  // gap between two chunks of a stream
+  double engine_metrics_interval_s = 1;  // each worker's /metrics polled for its load; 0: off
   double request_timeout_s = 3600;       // whole request, stream included
   uint32_t retries = 2;                  // other workers tried when one fails before any byte
   uint32_t max_inflight_per_worker = 0;  // 0: unlimited

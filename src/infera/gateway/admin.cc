@@ -64,22 +64,43 @@ json::object worker_json(const GatewayContext& g, const FleetMember& m) {
   json::array models;
   uint32_t block_size = 0;
   std::string refused;
+  std::string engine_metrics_error;
   {
     std::lock_guard lock(m.rt->mu);
     for (const std::string& model : m.rt->models) models.push_back(json::string(model));
     block_size = m.rt->block_size;
     refused = m.rt->refused_reason;
+    engine_metrics_error = m.rt->engine_metrics_error;
   }
   o["models"] = std::move(models);
   o["block_size"] = block_size ? json::value(block_size) : json::value(nullptr);
   o["cached_blocks"] = g.index.block_count(m.slot);
-  o["active_blocks"] = g.load.active_blocks(m.slot);
-  o["active_requests"] = g.load.active_requests(m.slot);
+  const kv::WorkerLoad load = g.load.load(m.slot);
+  o["active_blocks"] = load.active_blocks;
+  o["active_requests"] = load.active_requests;
+  o["prefill_blocks"] = load.prefill_blocks;
+  o["prefill_requests"] = load.prefill_requests;
+  o["decode_blocks"] = load.decode_blocks;
+  o["decode_requests"] = load.decode_requests;
+  o["predicted_blocks"] = g.predicted.size(m.slot);
   o["inflight_requests"] = m.rt->inflight.load();
   o["requests"] = m.rt->requests.load();
   o["failures"] = m.rt->failures.load();
   o["state"] = g.fleet->health(m);
   if (!refused.empty()) o["refused_reason"] = refused;
+  // The engine's own account of its load, polled from its /metrics: the last reading however
+  // old ("engine" already names the record's engine kind), and why polling fails, while it does.
+  if (const std::optional<kv::EngineReading> r = g.engine_signals.last(m.slot)) {
+    json::object e;
+    e["waiting"] = r->waiting;
+    e["running"] = r->running;
+    e["kv_cache_usage"] = r->kv_usage;
+    e["age_s"] = to_seconds(g.clock.now() - r->at);
+    o["engine_load"] = std::move(e);
+  } else {
+    o["engine_load"] = nullptr;
+  }
+  if (!engine_metrics_error.empty()) o["engine_metrics_error"] = engine_metrics_error;
   json::object ev;
   if (m.rt->subscriber) {
     const events::StreamStats s = m.rt->subscriber->stats();
@@ -146,6 +167,17 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
     }
     s["policy"] = d->policy;
     s["overlap_weight"] = d->overlap_weight;
+    const routing::LoadModelOptions& lm = g.load_model;
+    s["load_model"] = routing::load_model_name(lm.model);
+    if (lm.model == routing::LoadModel::kPrefillAware) {
+      s["prefill_load_weight"] = lm.prefill_weight;
+      s["decode_load_weight"] = lm.decode_weight;
+    }
+    s["tier_credit"] = routing::format_tier_credit(lm.tier_credit);
+    s["predicted_ttl_s"] = lm.predicted_ttl_s;
+    s["engine_signal_max_age_s"] = lm.engine_signal_max_age_s;
+    s["overload_threshold"] = lm.overload_blocks;
+    s["gated_workers"] = d->gated;
     s["request_blocks"] = d->request_blocks;
     const FleetMember* winner = view->by_slot(d->worker());
     s["winner"] = winner ? json::value(winner->info.id) : json::value(nullptr);
@@ -162,6 +194,22 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
       row["active_blocks"] = c.active_blocks;
       row["active_requests"] = c.active_requests;
       row["cost"] = c.cost;
+      // The load model's terms (routing/load_model.h): what the cost is made of.
+      row["predicted_hits"] = c.predicted_hits;
+      row["lower_tier_hits"] = c.lower_hits;
+      row["disk_hits"] = c.disk_hits;
+      row["credited_hits"] = c.credited_hits;
+      row["overlap_cost"] = c.cost - c.load_terms.total;
+      row["gated"] = c.gated;
+      row["prefill_blocks"] = c.load.prefill_blocks;
+      row["prefill_requests"] = c.load.prefill_requests;
+      row["decode_blocks"] = c.load.decode_blocks;
+      row["decode_requests"] = c.load.decode_requests;
+      row["load_prefill"] = c.load_terms.prefill;
+      row["load_decode"] = c.load_terms.decode;
+      row["load_hidden"] = c.load_terms.hidden;
+      row["engine_reading_used"] = c.engine_fresh;
+      row["load"] = c.load_terms.total;
       rows.push_back(std::move(row));
     }
     s["workers"] = std::move(rows);

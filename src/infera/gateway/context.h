@@ -24,7 +24,10 @@
 #include "infera/http/event_loop.h"
 #include "infera/http/server.h"
 #include "infera/kv/active_load.h"
+#include "infera/kv/engine_signals.h"
 #include "infera/kv/index.h"
+#include "infera/kv/predicted_blocks.h"
+#include "infera/routing/load_model.h"
 #include "infera/routing/router.h"
 #include "infera/tokenizer/prompt_encoder.h"
 
@@ -43,6 +46,9 @@ struct GatewayMetrics {
   metrics::Counter& retries;
   metrics::Counter& prompt_tokens;
   metrics::Counter& predicted_hit_tokens;
+  metrics::Counter& predicted_on_route_tokens;
+  metrics::Counter& lower_tier_hit_tokens;
+  metrics::Counter& overload_gated;
   // requests by route, status and worker ("" when no worker was involved).
   void count_request(std::string_view route, int status, std::string_view worker);
   // calls of disaggregated requests by stage ("prefill", "decode"), worker and status.
@@ -50,14 +56,19 @@ struct GatewayMetrics {
 };
 
 struct GatewayContext {
-  explicit GatewayContext(const config::ServerConfig& c);
+  // `load_model`: the config's load-model flags, resolved (routing::resolve_load_options).
+  GatewayContext(const config::ServerConfig& c, const routing::LoadModelOptions& load_model);
 
   config::ServerConfig config;
+  routing::LoadModelOptions load_model;
   RequestLimits limits;
   SteadyClock clock;
+  // What each engine reports of its own load (its /metrics, polled by the fleet).
+  kv::EngineSignals engine_signals{1024, clock};
   metrics::Registry registry;
   GatewayMetrics metrics{registry};
   std::unique_ptr<tokenizer::PromptEncoder> prompts;  // null: no tokenizer (ids only)
+  kv::PredictedBlocks predicted;  // before the index, which confirms into it
   kv::KvIndex index;
   kv::ActiveLoad load;
   std::unique_ptr<routing::Router> router;

@@ -7,6 +7,7 @@
 
 #include "infera/common/log.h"
 #include "infera/common/metrics.h"
+#include "infera/gateway/engine_poller.h"
 #include "infera/http/net.h"
 
 namespace infera::gateway {
@@ -60,15 +61,18 @@ void keep_protocol(const FleetView& view, discovery::PdProtocol protocol,
   });
 }
 
-Fleet::Fleet(Options options, kv::KvIndex& index, kv::ActiveLoad& load, http::EventLoop& loop,
-             http::Client& client, const Clock& clock)
+Fleet::Fleet(Options options, kv::KvIndex& index, kv::ActiveLoad& load, kv::EngineSignals& signals,
+             http::EventLoop& loop, http::Client& client, const Clock& clock)
     : options_(options),
       index_(index),
       load_(load),
       loop_(loop),
       client_(client),
       clock_(clock),
-      zmq_(std::make_shared<events::ZmqContext>(1)) {
+      zmq_(std::make_shared<events::ZmqContext>(1)),
+      poller_(std::make_unique<EnginePoller>(
+          EnginePoller::Options{.interval = options.engine_metrics_interval}, signals, load, loop,
+          client)) {
   view_.store(std::make_shared<const FleetView>());
 }
 
@@ -77,6 +81,7 @@ Fleet::~Fleet() {
   const auto v = view_.load();
   for (const FleetMember& m : v->members) {
     if (m.rt->subscriber) m.rt->subscriber->stop();
+    poller_->stop(m);
   }
 }
 
@@ -124,11 +129,13 @@ FleetMember Fleet::join(const discovery::WorkerInfo& info, std::shared_ptr<Worke
       .kv("role", discovery::role_name(info.role)).kv("slot", m.slot)
       .kv("kv_events", info.kv_endpoint.empty() ? "none" : info.kv_endpoint);
   if (m.endpoint.port != 0) probe(m);
+  poller_->start(m);
   return m;
 }
 
 void Fleet::leave(const FleetMember& m) {
   if (m.rt->subscriber) m.rt->subscriber->stop();
+  poller_->stop(m);  // before the slot is freed: a poll in flight must not record into it
   index_.remove_worker(m.slot);
   load_.remove_worker(m.slot);
   free_slots_.push_back(m.slot);

@@ -4,10 +4,12 @@
 // worker that fails is excluded with exponential backoff and readmitted after it). A worker
 // whose block size differs from the router's is refused: visible in the admin API, never
 // routed. Its served models and block size are learned from its record, or asked from the
-// worker (/v1/models, /metrics) when the record does not say.
+// worker (/v1/models, /metrics) when the record does not say. While a worker is a member, its
+// engine's own load is polled from its /metrics into kv::EngineSignals (engine_poller.h).
 //
 // Threading: update() from the worker source's listener (serialised); view() from any thread
 // (an immutable snapshot swapped atomically); the health calls from request threads (atomics).
+// The EventLoop must be stopped before the Fleet is destroyed (probes and polls run on it).
 #pragma once
 
 #include <atomic>
@@ -25,10 +27,14 @@
 #include "infera/http/client.h"
 #include "infera/http/event_loop.h"
 #include "infera/kv/active_load.h"
+#include "infera/kv/engine_signals.h"
 #include "infera/kv/index.h"
 #include "infera/routing/router.h"
 
 namespace infera::gateway {
+
+class EnginePoller;
+struct EnginePoll;
 
 // Mutable per-worker state shared by every snapshot that holds the worker.
 struct WorkerRuntime {
@@ -39,12 +45,15 @@ struct WorkerRuntime {
   std::atomic<uint64_t> failures{0};
   std::atomic<bool> refused{false};
   std::unique_ptr<events::KvEventSubscriber> subscriber;  // null: no events (load-only)
+  // Its /metrics polling (engine_poller.h); null when off. Used by the Fleet's update() only.
+  std::shared_ptr<EnginePoll> engine_poll;
 
   mutable std::mutex mu;             // guards the fields below
   std::string refused_reason;        // why it is not routed
   std::vector<std::string> models;   // served models (record, or the worker's /v1/models)
   std::vector<std::string> adapters;  // those of `models` that are LoRA adapters (a `parent`)
   uint32_t block_size = 0;           // reported block size; 0: unknown
+  std::string engine_metrics_error;  // why polling its /metrics fails now; "" while it works
 };
 
 struct FleetMember {
@@ -82,11 +91,14 @@ class Fleet {
     uint32_t max_inflight_per_worker = 0;  // 0: unlimited
     std::chrono::milliseconds backoff_min{500};
     std::chrono::milliseconds backoff_max{30'000};
+    // How often each worker's /metrics is polled for its engine's own load; 0: never.
+    std::chrono::milliseconds engine_metrics_interval{1'000};
   };
 
-  Fleet(Options options, kv::KvIndex& index, kv::ActiveLoad& load, http::EventLoop& loop,
-        http::Client& client, const Clock& clock);
-  ~Fleet();  // stops every subscriber
+  // `signals`: where the engines' polled load goes (a departed worker's reading is cleared).
+  Fleet(Options options, kv::KvIndex& index, kv::ActiveLoad& load, kv::EngineSignals& signals,
+        http::EventLoop& loop, http::Client& client, const Clock& clock);
+  ~Fleet();  // stops every subscriber and poll
   Fleet(const Fleet&) = delete;
   Fleet& operator=(const Fleet&) = delete;
 
@@ -149,6 +161,7 @@ class Fleet {
   http::Client& client_;
   const Clock& clock_;
   std::shared_ptr<events::ZmqContext> zmq_;
+  std::unique_ptr<EnginePoller> poller_;
 
   std::mutex update_mu_;  // serialises update(); guards free_slots_ and next_slot_
   std::vector<kv::WorkerId> free_slots_;

@@ -39,7 +39,17 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& r)
                         "Requests sent to another worker after one failed before the first byte.")),
       prompt_tokens(r.counter("infera_prompt_tokens_total", "Prompt tokens routed.")),
       predicted_hit_tokens(r.counter("infera_predicted_cached_tokens_total",
-                                     "Prompt tokens the router expected the chosen worker to have cached.")) {}
+                                     "Prompt tokens the router expected the chosen worker to have cached.")),
+      predicted_on_route_tokens(r.counter(
+          "infera_routing_predicted_on_route_tokens_total",
+          "Prompt tokens credited on the chosen worker because an earlier request routed there is "
+          "computing them (predicted on route, not yet confirmed by its KV events).")),
+      lower_tier_hit_tokens(r.counter(
+          "infera_routing_lower_tier_hit_tokens_total",
+          "Prompt tokens the chosen worker holds on a lower tier (CPU or disk), credited at a discount.")),
+      overload_gated(r.counter("infera_routing_overload_gated_total",
+                               "Routing decisions in which a candidate was past "
+                               "--kv-overload-threshold (its cache earned it nothing).")) {}
 
 void GatewayMetrics::count_request(std::string_view route, int status, std::string_view worker) {
   registry
@@ -61,9 +71,12 @@ void GatewayMetrics::count_disagg(std::string_view stage, std::string_view worke
       .inc();
 }
 
-GatewayContext::GatewayContext(const config::ServerConfig& c)
+GatewayContext::GatewayContext(const config::ServerConfig& c,
+                               const routing::LoadModelOptions& model)
     : config(c),
-      index(kv::KvIndex::Options{c.block_size, 1024}),
+      load_model(model),
+      predicted(kv::PredictedBlocks::Options{from_seconds(model.predicted_ttl_s), 1024}, clock),
+      index(kv::KvIndex::Options{c.block_size, 1024, &predicted}),
       load(kv::ActiveLoad::Options{from_seconds(c.active_block_ttl_s), 1024}, clock) {
   limits.max_json_depth = c.max_json_depth;
   limits.max_messages = c.max_messages;
@@ -79,6 +92,12 @@ void add_metric_collectors(GatewayContext& g) {
       out.gauge("process_resident_memory_bytes", "Resident memory size in bytes.")
           .set(static_cast<double>(*rss));
     }
+    out.counter("infera_predicted_blocks_confirmed_total",
+                "Predicted-on-route blocks that the worker's KV events confirmed.")
+        .inc(static_cast<double>(g.predicted.confirmed_total()));
+    out.counter("infera_predicted_blocks_expired_total",
+                "Predicted-on-route blocks whose TTL passed unconfirmed.")
+        .inc(static_cast<double>(g.predicted.expired_total()));
     const auto view = g.fleet->view();
     for (const FleetMember& m : view->members) {
       const metrics::Labels w{{"worker", m.info.id}};
@@ -88,6 +107,31 @@ void add_metric_collectors(GatewayContext& g) {
           .set(g.load.active_blocks(m.slot));
       out.gauge("infera_worker_inflight_requests", "Requests in flight on the worker.", w)
           .set(m.rt->inflight.load());
+      const kv::WorkerLoad load = g.load.load(m.slot);
+      out.gauge("infera_worker_prefill_blocks",
+                "Blocks the worker must still prefill: uncached blocks of its requests whose first "
+                "token has not come back.", w)
+          .set(load.prefill_blocks);
+      out.gauge("infera_worker_decode_blocks",
+                "Prompt blocks of the worker's requests past their first token (KV held).", w)
+          .set(load.decode_blocks);
+      out.gauge("infera_worker_predicted_blocks",
+                "Blocks predicted on route for the worker, not yet confirmed or expired.", w)
+          .set(g.predicted.size(m.slot));
+      if (const std::optional<kv::EngineReading> r = g.engine_signals.last(m.slot)) {
+        out.gauge("infera_worker_engine_waiting_requests",
+                  "vllm:num_requests_waiting at the worker's last /metrics poll.", w)
+            .set(r->waiting);
+        out.gauge("infera_worker_engine_running_requests",
+                  "vllm:num_requests_running at the worker's last /metrics poll.", w)
+            .set(r->running);
+        out.gauge("infera_worker_engine_kv_cache_usage",
+                  "vllm:kv_cache_usage_perc (0..1) at the worker's last /metrics poll.", w)
+            .set(r->kv_usage);
+        out.gauge("infera_worker_engine_reading_age_seconds",
+                  "Age of the worker's last /metrics reading.", w)
+            .set(to_seconds(g.clock.now() - r->at));
+      }
       out.gauge("infera_worker_healthy", "1 when the worker is routable, 0 in backoff or refused.", w)
           .set(g.fleet->health(m) == "healthy" ? 1 : 0);
       if (!m.rt->subscriber) continue;
@@ -137,8 +181,12 @@ uint16_t Gateway::port() const { return impl_->server->port(); }
 uint16_t Gateway::admin_port() const { return impl_->admin ? impl_->admin->port() : 0; }
 
 Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& config) {
+  INFERA_ASSIGN_OR_RETURN(routing::LoadModelOptions load_model,
+                          routing::resolve_load_options(config.load_model));
+  // An engine's own reading is used for three polls, then the router falls back to its counts.
+  load_model.engine_signal_max_age_s = 3 * config.engine_metrics_interval_s;
   auto impl = std::make_unique<Impl>();
-  impl->g = std::make_unique<GatewayContext>(config);
+  impl->g = std::make_unique<GatewayContext>(config, load_model);
   GatewayContext& g = *impl->g;
 
   if (!config.tokenizer_path.empty()) {
@@ -154,11 +202,13 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   ro.prefill_overlap_weight = config.kv_prefill_overlap_weight;
   ro.decode_overlap_weight = config.kv_decode_overlap_weight;
   ro.temperature = config.router_temperature;
+  ro.load = load_model;
   ro.seed = config.router_seed ? config.router_seed
                                : static_cast<uint64_t>(std::chrono::steady_clock::now()
                                                            .time_since_epoch()
                                                            .count());
-  INFERA_ASSIGN_OR_RETURN(g.router, routing::Router::create(ro, g.index, g.load));
+  INFERA_ASSIGN_OR_RETURN(g.router, routing::Router::create(ro, g.index, g.load, &g.predicted,
+                                                            &g.engine_signals));
 
   // The worker set: static flags are parsed now, so a bad --worker fails startup.
   discovery::WorkerSet static_workers;
@@ -180,7 +230,10 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   fo.block_size = config.block_size;
   fo.max_workers = 1024;
   fo.max_inflight_per_worker = config.max_inflight_per_worker;
-  g.fleet = std::make_unique<Fleet>(fo, g.index, g.load, *g.loop, *g.upstream, g.clock);
+  fo.engine_metrics_interval =
+      std::chrono::milliseconds(static_cast<int64_t>(config.engine_metrics_interval_s * 1000));
+  g.fleet = std::make_unique<Fleet>(fo, g.index, g.load, g.engine_signals, *g.loop, *g.upstream,
+                                    g.clock);
   add_metric_collectors(g);
 
   http::ServerOptions so;

@@ -145,6 +145,10 @@ class HeldTicket {
     if (ticket_) router_.release(ticket_);
     ticket_ = {};
   }
+  // The request's first token came back from this stage's worker (ActiveLoad::prefill_done).
+  void prefill_done() {
+    if (ticket_) router_.prefill_done(ticket_);
+  }
 
  private:
   routing::Router& router_;
@@ -324,6 +328,11 @@ void record_prediction(GatewayContext& g, const RoutedRequest& r, const routing:
   g.metrics.prompt_tokens.inc(static_cast<double>(r.prompt_tokens));
   g.metrics.predicted_hit_tokens.inc(static_cast<double>(d.chosen().cache_hits) *
                                      g.config.block_size);
+  g.metrics.predicted_on_route_tokens.inc(static_cast<double>(d.chosen().predicted_hits) *
+                                          g.config.block_size);
+  g.metrics.lower_tier_hit_tokens.inc(static_cast<double>(d.chosen().lower_hits) *
+                                      g.config.block_size);
+  if (d.gated > 0) g.metrics.overload_gated.inc();
 }
 
 std::string_view stage_label(routing::Stage stage) {
@@ -447,6 +456,7 @@ net::awaitable<http::Response> relay(GatewayContext& g, http::Request& request,
     http::Request up = upstream_request(request, r.request_id, body.empty() ? request.body : body);
     proxy::ForwardOptions fo;
     fo.deadline = r.deadline;
+    fo.on_first_byte = [&ticket] { ticket.prefill_done(); };
     InflightCall call(g, member);
     proxy::ForwardOutcome outcome =
         co_await proxy::forward(*g.upstream, member.endpoint, std::move(up), out, fo, g.clock);
@@ -527,6 +537,7 @@ net::awaitable<http::Response> serve_vllm(GatewayContext& g, http::Request& requ
       continue;
     }
     g.fleet->record_success(*member);
+    ticket->prefill_done();  // the prefill call's answer: its worker computed the prompt
     g.metrics.count_disagg("prefill", member->info.id, answer->status);
     if (answer->status != 200) co_return passed_through(g, r, *member, std::move(answer.value()));
     params = transfer_params(answer->body);
@@ -702,6 +713,11 @@ net::awaitable<http::Response> serve_sglang(GatewayContext& g, http::Request& re
     // decode call must then not start the client's response either (it may have its first
     // piece in hand already): a retried pair would write a second response head.
     fo.abandoned = &pair.decode_stopped;
+    // The decode worker's first token means the prompt's prefill is done on both workers.
+    fo.on_first_byte = [&decode_ticket, prefill_ticket] {
+      decode_ticket.prefill_done();
+      prefill_ticket->prefill_done();
+    };
     InflightCall prefill_call(g, *prefill);
     InflightCall decode_call(g, decode);
     auto decode_op = sglang_decode(g, decode.endpoint, upstream_request(request, r.request_id, body),

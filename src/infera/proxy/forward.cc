@@ -81,6 +81,7 @@ net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
     co_return o;
   }
   o.first_byte = clock.now();
+  if (options.on_first_byte) options.on_first_byte();
   const std::string content_type(up.header("Content-Type"));
   const bool sse = is_event_stream(content_type);
   http::Headers headers;

@@ -34,6 +34,10 @@ struct ForwardOptions {
   // client's response. Checked on the same strand as the write it guards, so either the
   // response has started (and the caller may no longer give up) or it never will.
   const bool* abandoned = nullptr;
+  // Called once, when the first body piece arrived and before it is written to the client: for
+  // a stream, the worker has computed the prompt (its first token is on the way), which the
+  // router's load model counts as the end of the request's prefill.
+  std::function<void()> on_first_byte;
 };
 
 enum class ForwardResult { kCompleted, kRetryable, kBrokenStream, kClientGone };
