@@ -1,0 +1,93 @@
+// The prefill-aware load model live (issue 20): the real `infera server` with
+// --kv-load-model prefill-aware in front of real `infera engine mock` processes. A burst of
+// siblings that share a new prefix (best-of-N, an agent's fan-out) arrives before any KV event
+// can: with predicted-on-route blocks they land on one worker, without them they spread.
+#include <thread>
+
+#include "tests/e2e/e2e_support.h"
+
+namespace infera::e2e {
+namespace {
+
+constexpr int kSiblings = 8;
+constexpr size_t kPrefixTokens = 4096;
+constexpr size_t kSuffixTokens = 64;
+
+// Sends `kSiblings` completions at once (one thread each), the shared prefix of `seed` plus
+// each sibling's own suffix, and returns how many of them each worker served.
+std::map<std::string, int64_t> burst(uint16_t server, uint64_t seed) {
+  const std::optional<WorkerTable> before = workers(server);
+  EXPECT_TRUE(before.has_value());
+  const std::vector<uint32_t> prefix = token_ids(seed, kPrefixTokens);
+  std::vector<int> status(kSiblings, 0);
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kSiblings; ++s) {
+    threads.emplace_back([&, s] {
+      const auto ids = concat(prefix, token_ids(seed * 1000 + static_cast<uint64_t>(s) + 1, kSuffixTokens));
+      status[static_cast<size_t>(s)] = post(server, "/v1/completions", completion_body(ids, 2)).status;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int s = 0; s < kSiblings; ++s) EXPECT_EQ(status[static_cast<size_t>(s)], 200) << "sibling " << s;
+  std::map<std::string, int64_t> served;
+  std::optional<WorkerTable> after;
+  EXPECT_TRUE(eventually([&] {
+    after = workers(server);
+    if (!after) return false;
+    for (const auto& [id, w] : *after) {
+      if (w.inflight != 0 || w.active_requests != 0) return false;
+    }
+    return true;
+  }));
+  if (!before || !after) return served;
+  for (const auto& [id, w] : *after) {
+    auto old = before->find(id);
+    const int64_t n = w.requests - (old == before->end() ? 0 : old->second.requests);
+    if (n > 0) served[id] = n;
+  }
+  return served;
+}
+
+std::string describe(const std::map<std::string, int64_t>& served) {
+  std::string s;
+  for (const auto& [id, n] : served) s += " " + id + "=" + std::to_string(n);
+  return s;
+}
+
+TEST(RoutingE2eTest, ABurstOfSiblingsLandsTogetherOnlyWithPredictedOnRoute) {
+  std::vector<std::unique_ptr<InferaProcess>> engines;
+  std::vector<std::string> ids;
+  std::vector<std::string> flags = {"--router-policy", "kv-aware", "--kv-load-model", "prefill-aware"};
+  for (int i = 0; i < 4; ++i) {
+    // Modelled GPU speed: a 4 k-token prefill takes ~90 ms, so the whole burst is routed before
+    // the first sibling's blocks are stored (and their events reach the server).
+    engines.push_back(start_engine("burst_e" + std::to_string(i), {"--speedup-ratio", "1"}));
+    ASSERT_TRUE(engines.back()->ready());
+    ids.push_back(engines.back()->id());
+    flags.push_back("--worker");
+    flags.push_back(engines.back()->worker_flag());
+  }
+  for (const bool predicted : {true, false}) {
+    std::vector<std::string> f = flags;
+    f.push_back("--kv-predicted-ttl-s");
+    f.push_back(predicted ? "2" : "0");
+    auto server = start_server(predicted ? "burst_on" : "burst_off", f);
+    ASSERT_TRUE(server->ready());
+    ASSERT_TRUE(eventually([&] { return fleet_is(server->port(), ids); })) << server->log();
+    const auto served = burst(server->port(), predicted ? 11 : 22);  // a new prefix each time
+    const double credited = metric_sum(get(server->port(), "/metrics").body,
+                                       "infera_routing_predicted_on_route_tokens_total");
+    std::printf("predicted-on-route %s: siblings per worker%s; predicted tokens credited %.0f\n",
+                predicted ? "on" : "off", describe(served).c_str(), credited);
+    if (predicted) {
+      EXPECT_EQ(served.size(), 1u) << "the burst should land on one worker:" << describe(served);
+      EXPECT_GE(credited, (kSiblings - 1) * static_cast<double>(kPrefixTokens) * 0.9);
+    } else {
+      EXPECT_GE(served.size(), 3u) << "without predictions the burst should spread:" << describe(served);
+      EXPECT_EQ(credited, 0.0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace infera::e2e
