@@ -1,6 +1,7 @@
 // `infera demo`: the README's first command. Starts N simulated engines and a server on free
 // localhost ports (static discovery, KV events over ZMQ), runs the same prefix-families
-// workload through the server under round-robin and then kv-aware, prints the comparison,
+// workload through the server under round-robin and then kv-aware (and, with
+// --compare-load-models, kv-aware with --kv-load-model prefill-aware), prints the comparison,
 // writes the plots and stops everything.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -95,9 +96,18 @@ struct DemoOptions {
   std::string overlap_weight = "4";
   std::string out_dir = ".";
   bool keep_logs = false;
+  bool compare_load_models = false;  // also run kv-aware with --kv-load-model prefill-aware
 };
 
-Result<Fleet> start_fleet(const DemoOptions& d, const std::string& policy, const fs::path& logs) {
+// One run of the demo: a policy, and for kv-aware the server's --kv-load-model.
+struct DemoRun {
+  std::string policy;
+  std::string load_model;  // empty: the server's default (active-blocks)
+  std::string row() const { return load_model.empty() ? policy : policy + ":" + load_model; }
+};
+
+Result<Fleet> start_fleet(const DemoOptions& d, const DemoRun& run, const fs::path& logs) {
+  const std::string policy = run.row();
   Fleet f;
   const std::string bin = self_binary();
   std::vector<std::string> workers;
@@ -131,9 +141,13 @@ Result<Fleet> start_fleet(const DemoOptions& d, const std::string& policy, const
     f.engines.push_back(std::move(e));
   }
   std::vector<std::string> args{bin, "server", "--host", "127.0.0.1", "--port", "0",
-                                "--router-policy", policy,  "--kv-overlap-weight",
+                                "--router-policy", run.policy,  "--kv-overlap-weight",
                                 d.overlap_weight,           "--log-level",
                                 "warn"};
+  if (!run.load_model.empty()) {
+    args.push_back("--kv-load-model");
+    args.push_back(run.load_model);
+  }
   for (const auto& w : workers) {
     args.push_back("--worker");
     args.push_back(w);
@@ -177,6 +191,9 @@ int run_demo_command(std::span<const std::string> args) {
         "kv-aware's cache-vs-load weight (default 4; the server's own default is 1.0)", "W");
   f.add("--out-dir", &d.out_dir, "where the plots, JSON and logs go (default .)", "DIR");
   f.add("--keep-logs", &d.keep_logs, "keep the engines' and server's logs", "");
+  f.add("--compare-load-models", &d.compare_load_models,
+        "also run kv-aware with --kv-load-model prefill-aware, beside the default active-blocks",
+        "");
   const Status parsed = f.parse(args);
   if (!parsed.ok()) {
     std::fprintf(stderr, "infera demo: %s\n", parsed.message().c_str());
@@ -205,10 +222,13 @@ int run_demo_command(std::span<const std::string> args) {
   std::fflush(stdout);
 
   RunReport report;
-  for (const std::string policy : {"round-robin", "kv-aware"}) {
+  std::vector<DemoRun> runs{{"round-robin", ""}, {"kv-aware", ""}};
+  if (d.compare_load_models) runs.push_back({"kv-aware", "prefill-aware"});
+  for (const DemoRun& run : runs) {
+    const std::string policy = run.row();
     std::printf("== %s ==\n", policy.c_str());
     std::fflush(stdout);
-    auto fleet = start_fleet(d, policy, logs);
+    auto fleet = start_fleet(d, run, logs);
     if (!fleet.ok()) {
       std::fprintf(stderr, "infera demo: %s\n", fleet.status().message().c_str());
       return 1;
@@ -231,11 +251,15 @@ int run_demo_command(std::span<const std::string> args) {
   std::printf("\n%s", format_table(report).c_str());
   const PolicyReport& rr = report.policies["round-robin"];
   const PolicyReport& kv = report.policies["kv-aware"];
-  if (kv.ttft_p50_ms > 0) {
-    std::printf("\nkv-aware vs round-robin: TTFT p50 %.1fx lower, p99 %.1fx lower; prefix hit ratio "
+  for (const DemoRun& run : runs) {
+    if (run.policy == "round-robin") continue;
+    const PolicyReport& p = report.policies[run.row()];
+    if (p.ttft_p50_ms <= 0) continue;
+    std::printf("%s%s vs round-robin: TTFT p50 %.1fx lower, p99 %.1fx lower; prefix hit ratio "
                 "%.0f%% vs %.0f%%.\n",
-                rr.ttft_p50_ms / kv.ttft_p50_ms, rr.ttft_p99_ms / std::max(1e-9, kv.ttft_p99_ms),
-                kv.hit_ratio * 100, rr.hit_ratio * 100);
+                run.row() == "kv-aware" ? "\n" : "", run.row().c_str(),
+                rr.ttft_p50_ms / p.ttft_p50_ms, rr.ttft_p99_ms / std::max(1e-9, p.ttft_p99_ms),
+                p.hit_ratio * 100, rr.hit_ratio * 100);
   }
   const std::string prefix = (fs::path(d.out_dir) / "infera-demo").string();
   std::ofstream(prefix + ".json") << to_json(report);
@@ -247,7 +271,8 @@ int run_demo_command(std::span<const std::string> args) {
     std::fprintf(stderr, "infera demo: plots: %s\n", plotted.message().c_str());
   }
   if (!d.keep_logs) fs::remove_all(logs, ec);
-  const bool clean = rr.errors == 0 && kv.errors == 0;
+  bool clean = rr.errors == 0 && kv.errors == 0;
+  for (const auto& [name, p] : report.policies) clean = clean && p.errors == 0;
   return clean ? 0 : 1;
 }
 
