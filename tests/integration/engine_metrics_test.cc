@@ -234,11 +234,13 @@ class EngineMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override { set_log_level(LogLevel::kInfo); }
 
-  void start_gateway(const FakeWorker& worker, const std::string& interval_s) {
+  void start_gateway(const FakeWorker& worker, const std::string& interval_s,
+                     std::vector<std::string> extra = {}) {
     std::vector<std::string> args{"--host",   "127.0.0.1",     "--port",
                                   "0",        "--router-seed", "7",
                                   "--worker", worker.url(),    "--engine-metrics-interval-s",
                                   interval_s};
+    args.insert(args.end(), extra.begin(), extra.end());
     bool help = false;
     std::string text;
     auto config = config::parse_server_flags(args, &help, &text);
@@ -298,6 +300,16 @@ class EngineMetricsTest : public ::testing::Test {
     return w.is_object() && w.at("block_size").is_int64() && w.at("block_size").as_int64() == 16;
   }
 
+  // The worker's row of route-explain for a small prompt (null when there is none).
+  boost::json::value explain_row() {
+    const http::Response r = call(http::Method::kPost, "/v1/admin/route-explain",
+                                  R"({"model":"fake-model","prompt":[1,2,3]})");
+    if (r.status != 200) return nullptr;
+    const boost::json::value v = boost::json::parse(r.body);
+    const auto& rows = v.at("stages").at(0).at("workers").as_array();
+    return rows.empty() ? boost::json::value(nullptr) : rows.front();
+  }
+
   int complete() {
     return call(http::Method::kPost, "/v1/completions",
                 R"({"model":"fake-model","prompt":[1,2,3],"max_tokens":1,"stream":false})")
@@ -353,19 +365,32 @@ void PrintTo(const FailureCase& c, std::ostream* os) {
 class EngineMetricsFailureTest : public EngineMetricsTest,
                                  public ::testing::WithParamInterface<FailureCase> {};
 
-// A worker whose /metrics goes wrong keeps being routed; its reading stops and ages; the failure
-// is logged once however many polls fail, the recovery once, and a new failure after the
-// recovery once more.
+// A worker whose /metrics goes wrong keeps being routed; its reading stops and ages, and the
+// prefill-aware model falls back to the router's own block-based load; the failure is logged once
+// however many polls fail, the recovery once, and a new failure after the recovery once more.
 TEST_P(EngineMetricsFailureTest, NothingIsRecordedRoutingGoesOnAndItIsLoggedOnce) {
   const FailureCase& c = GetParam();
   FakeWorker worker(loop_);
   worker.set_gauges(1, 0, 2, 0, 0.5, 0.5);
-  start_gateway(worker, "0.05");
+  start_gateway(worker, "0.05", {"--kv-load-model", "prefill-aware"});
   ASSERT_TRUE(eventually([&] { return probed(worker) && reading_is(worker, 1, 2, 0.5); }))
       << worker_json(worker);
+  // While fresh, the reading's 3 requests (none of them ours) load the worker.
+  boost::json::value row = explain_row();
+  ASSERT_TRUE(row.is_object());
+  EXPECT_TRUE(row.at("engine_reading_used").as_bool()) << row;
+  EXPECT_GT(row.at("load_hidden").to_number<double>(), 0.0) << row;
 
   worker.page = c.page;
   ASSERT_TRUE(eventually([&] { return worker.served(c.page) >= 3; }));
+  // Three failed polls later the reading is older than three intervals: the router is back on
+  // its own block-based load.
+  ASSERT_TRUE(eventually([&] {
+    row = explain_row();
+    return row.is_object() && !row.at("engine_reading_used").as_bool();
+  })) << row;
+  EXPECT_EQ(row.at("load_hidden").to_number<double>(), 0.0) << row;
+  EXPECT_EQ(row.at("load").to_number<double>(), 0.0) << row;
   // Nothing was recorded since the first failing poll: the reading is older than it.
   const auto asked = std::chrono::steady_clock::now();
   const boost::json::value failing = worker_json(worker);
