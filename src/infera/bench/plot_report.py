@@ -23,6 +23,12 @@ def main():
         cdf = p.get("ttft_cdf_ms", [])
         if cdf:
             ax.plot(cdf, [i / (len(cdf) - 1) for i in range(len(cdf))], label=name)
+    bounds = report.get("bounds") or {}
+    if "ttft_lower_bound_p50_ms" in bounds:
+        qs = [0.5, 0.9, 0.99]
+        xs = [bounds["ttft_lower_bound_%s_ms" % q] for q in ("p50", "p90", "p99")]
+        ax.plot(xs, qs, "ko", markersize=5,
+                label="lower bound p50, p90, p99 (idle engine, infinite cache)")
     ax.set_xscale("log")
     ax.set_xlabel("time to first token (ms, log scale)")
     ax.set_ylabel("fraction of requests")
@@ -35,7 +41,6 @@ def main():
     fig, ax = plt.subplots(figsize=(7, 4.5))
     names = list(policies)
     ax.bar(names, [policies[n]["hit_ratio"] * 100 for n in names], color="tab:blue")
-    bounds = report.get("bounds")
     if bounds:
         ax.axhline(bounds["infinite_cache_hit_ratio"] * 100, color="tab:red", linestyle="--",
                    label="infinite shared cache")

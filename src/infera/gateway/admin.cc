@@ -51,6 +51,16 @@ bool valid_worker_id(std::string_view id) {
   return true;
 }
 
+// A worker's in-flight load by phase (ActiveLoad), as /v1/admin/workers and route-explain show it.
+void add_load(json::object& o, const kv::WorkerLoad& load) {
+  o["active_blocks"] = load.active_blocks;
+  o["active_requests"] = load.active_requests;
+  o["prefill_blocks"] = load.prefill_blocks;
+  o["prefill_requests"] = load.prefill_requests;
+  o["decode_blocks"] = load.decode_blocks;
+  o["decode_requests"] = load.decode_requests;
+}
+
 json::object worker_json(const GatewayContext& g, const FleetMember& m) {
   json::object o;
   o["worker_id"] = m.info.id;
@@ -75,13 +85,7 @@ json::object worker_json(const GatewayContext& g, const FleetMember& m) {
   o["models"] = std::move(models);
   o["block_size"] = block_size ? json::value(block_size) : json::value(nullptr);
   o["cached_blocks"] = g.index.block_count(m.slot);
-  const kv::WorkerLoad load = g.load.load(m.slot);
-  o["active_blocks"] = load.active_blocks;
-  o["active_requests"] = load.active_requests;
-  o["prefill_blocks"] = load.prefill_blocks;
-  o["prefill_requests"] = load.prefill_requests;
-  o["decode_blocks"] = load.decode_blocks;
-  o["decode_requests"] = load.decode_requests;
+  add_load(o, g.load.load(m.slot));
   o["predicted_blocks"] = g.predicted.size(m.slot);
   o["inflight_requests"] = m.rt->inflight.load();
   o["requests"] = m.rt->requests.load();
@@ -191,8 +195,7 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
       row["worker_id"] = m ? m->info.id : std::string("?");
       row["cache_hits"] = c.cache_hits;
       row["request_blocks"] = d->request_blocks;
-      row["active_blocks"] = c.active_blocks;
-      row["active_requests"] = c.active_requests;
+      add_load(row, c.load);
       row["cost"] = c.cost;
       // The load model's terms (routing/load_model.h): what the cost is made of.
       row["predicted_hits"] = c.predicted_hits;
@@ -201,10 +204,6 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
       row["credited_hits"] = c.credited_hits;
       row["overlap_cost"] = c.cost - c.load_terms.total;
       row["gated"] = c.gated;
-      row["prefill_blocks"] = c.load.prefill_blocks;
-      row["prefill_requests"] = c.load.prefill_requests;
-      row["decode_blocks"] = c.load.decode_blocks;
-      row["decode_requests"] = c.load.decode_requests;
       row["load_prefill"] = c.load_terms.prefill;
       row["load_decode"] = c.load_terms.decode;
       row["load_hidden"] = c.load_terms.hidden;
