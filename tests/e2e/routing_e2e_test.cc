@@ -23,12 +23,15 @@ std::map<std::string, int64_t> burst(uint16_t server, uint64_t seed) {
   std::vector<std::thread> threads;
   for (int s = 0; s < kSiblings; ++s) {
     threads.emplace_back([&, s] {
-      const auto ids = concat(prefix, token_ids(seed * 1000 + static_cast<uint64_t>(s) + 1, kSuffixTokens));
-      status[static_cast<size_t>(s)] = post(server, "/v1/completions", completion_body(ids, 2)).status;
+      const auto ids =
+          concat(prefix, token_ids(seed * 1000 + static_cast<uint64_t>(s) + 1, kSuffixTokens));
+      status[static_cast<size_t>(s)] =
+          post(server, "/v1/completions", completion_body(ids, 2)).status;
     });
   }
   for (std::thread& t : threads) t.join();
-  for (int s = 0; s < kSiblings; ++s) EXPECT_EQ(status[static_cast<size_t>(s)], 200) << "sibling " << s;
+  for (int s = 0; s < kSiblings; ++s)
+    EXPECT_EQ(status[static_cast<size_t>(s)], 200) << "sibling " << s;
   std::map<std::string, int64_t> served;
   std::optional<WorkerTable> after;
   EXPECT_TRUE(eventually([&] {
@@ -57,7 +60,8 @@ std::string describe(const std::map<std::string, int64_t>& served) {
 TEST(RoutingE2eTest, ABurstOfSiblingsLandsTogetherOnlyWithPredictedOnRoute) {
   std::vector<std::unique_ptr<InferaProcess>> engines;
   std::vector<std::string> ids;
-  std::vector<std::string> flags = {"--router-policy", "kv-aware", "--kv-load-model", "prefill-aware"};
+  std::vector<std::string> flags = {"--router-policy", "kv-aware", "--kv-load-model",
+                                    "prefill-aware"};
   for (int i = 0; i < 4; ++i) {
     // Modelled GPU speed: a 4 k-token prefill takes ~90 ms, so the whole burst is routed before
     // the first sibling's blocks are stored (and their events reach the server).
@@ -83,7 +87,8 @@ TEST(RoutingE2eTest, ABurstOfSiblingsLandsTogetherOnlyWithPredictedOnRoute) {
       EXPECT_EQ(served.size(), 1u) << "the burst should land on one worker:" << describe(served);
       EXPECT_GE(credited, (kSiblings - 1) * static_cast<double>(kPrefixTokens) * 0.9);
     } else {
-      EXPECT_GE(served.size(), 3u) << "without predictions the burst should spread:" << describe(served);
+      EXPECT_GE(served.size(), 3u)
+          << "without predictions the burst should spread:" << describe(served);
       EXPECT_EQ(credited, 0.0);
     }
   }

@@ -430,9 +430,10 @@ TEST_P(EngineMetricsFailureTest, NothingIsRecordedRoutingGoesOnAndItIsLoggedOnce
   const bool last = complete() == 200;
   EXPECT_TRUE(last);
   EXPECT_EQ(count_lines(kRecoveredMsg, worker.id()), 1u) << capture_.text();
-  std::printf("FAULT_ROW {\"fault\":\"worker /metrics %s (prefill-aware)\",\"sent\":%d,\"succeeded\":%d,"
-              "\"retried\":0,\"failed_clean\":0,\"lost\":%d}\n",
-              c.row, kSent + 1, succeeded + (last ? 1 : 0), kSent + 1 - succeeded - (last ? 1 : 0));
+  std::printf(
+      "FAULT_ROW {\"fault\":\"worker /metrics %s (prefill-aware)\",\"sent\":%d,\"succeeded\":%d,"
+      "\"retried\":0,\"failed_clean\":0,\"lost\":%d}\n",
+      c.row, kSent + 1, succeeded + (last ? 1 : 0), kSent + 1 - succeeded - (last ? 1 : 0));
 
   if (c.page == Page::kHang) {
     // Each poll ended at its deadline (200 ms: the 50 ms interval, raised to the floor) and the
@@ -450,9 +451,12 @@ INSTANTIATE_TEST_SUITE_P(
     Pages, EngineMetricsFailureTest,
     ::testing::Values(FailureCase{Page::kNotFound, "http_status", "HTTP 404", "404"},
                       FailureCase{Page::kGarbage, "malformed", "metrics line 1", "garbage"},
-                      FailureCase{Page::kNoGauges, "missing", "vllm:num_requests_waiting", "without the vLLM gauges"},
-                      FailureCase{Page::kTooLargeChunked, "too_large", "over 2097152 bytes", "over 2 MiB (chunked)"},
-                      FailureCase{Page::kTooLargeLength, "too_large", "over 2097152 bytes", "over 2 MiB (Content-Length)"},
+                      FailureCase{Page::kNoGauges, "missing", "vllm:num_requests_waiting",
+                                  "without the vLLM gauges"},
+                      FailureCase{Page::kTooLargeChunked, "too_large", "over 2097152 bytes",
+                                  "over 2 MiB (chunked)"},
+                      FailureCase{Page::kTooLargeLength, "too_large", "over 2097152 bytes",
+                                  "over 2 MiB (Content-Length)"},
                       FailureCase{Page::kHang, "timeout", "timed out", "never answering"}),
     [](const ::testing::TestParamInfo<FailureCase>& param) {
       switch (param.param.page) {

@@ -147,13 +147,14 @@ class FakeEngine {
                  }
                  co_return http::Response::json(200, R"({"object":"list","data":[)" + data + "]}");
                });
-    routes.add(http::Method::kGet, "/metrics",
-               [block_size](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
-                 co_return http::Response::text(
-                     200, "vllm:cache_config_info{block_size=\"" + std::to_string(block_size) +
-                              "\"} 1\nvllm:num_requests_waiting 0\nvllm:num_requests_running 0\n"
-                              "vllm:kv_cache_usage_perc 0\n");
-               });
+    routes.add(
+        http::Method::kGet, "/metrics",
+        [block_size](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
+          co_return http::Response::text(
+              200, "vllm:cache_config_info{block_size=\"" + std::to_string(block_size) +
+                       "\"} 1\nvllm:num_requests_waiting 0\nvllm:num_requests_running 0\n"
+                       "vllm:kv_cache_usage_perc 0\n");
+        });
     server = http::Server::start(loop, {}, std::move(routes)).value();
   }
 

@@ -1,13 +1,12 @@
 #include "infera/bench/bounds.h"
 
-#include "infera/bench/report.h"
-#include "infera/engine/timing_model.h"
-
 #include <algorithm>
 #include <vector>
 
+#include "infera/bench/report.h"
 #include "infera/common/check.h"
 #include "infera/common/flat_map.h"
+#include "infera/engine/timing_model.h"
 #include "infera/kv/block_hash.h"
 
 namespace infera::bench {

@@ -140,9 +140,17 @@ Result<Fleet> start_fleet(const DemoOptions& d, const DemoRun& run, const fs::pa
     worker.append(",topic=kv-events");
     f.engines.push_back(std::move(e));
   }
-  std::vector<std::string> args{bin, "server", "--host", "127.0.0.1", "--port", "0",
-                                "--router-policy", run.policy,  "--kv-overlap-weight",
-                                d.overlap_weight,           "--log-level",
+  std::vector<std::string> args{bin,
+                                "server",
+                                "--host",
+                                "127.0.0.1",
+                                "--port",
+                                "0",
+                                "--router-policy",
+                                run.policy,
+                                "--kv-overlap-weight",
+                                d.overlap_weight,
+                                "--log-level",
                                 "warn"};
   if (!run.load_model.empty()) {
     args.push_back("--kv-load-model");
@@ -255,11 +263,11 @@ int run_demo_command(std::span<const std::string> args) {
     if (run.policy == "round-robin") continue;
     const PolicyReport& p = report.policies[run.row()];
     if (p.ttft_p50_ms <= 0) continue;
-    std::printf("%s%s vs round-robin: TTFT p50 %.1fx lower, p99 %.1fx lower; prefix hit ratio "
-                "%.0f%% vs %.0f%%.\n",
-                run.row() == "kv-aware" ? "\n" : "", run.row().c_str(),
-                rr.ttft_p50_ms / p.ttft_p50_ms, rr.ttft_p99_ms / std::max(1e-9, p.ttft_p99_ms),
-                p.hit_ratio * 100, rr.hit_ratio * 100);
+    std::printf(
+        "%s%s vs round-robin: TTFT p50 %.1fx lower, p99 %.1fx lower; prefix hit ratio "
+        "%.0f%% vs %.0f%%.\n",
+        run.row() == "kv-aware" ? "\n" : "", run.row().c_str(), rr.ttft_p50_ms / p.ttft_p50_ms,
+        rr.ttft_p99_ms / std::max(1e-9, p.ttft_p99_ms), p.hit_ratio * 100, rr.hit_ratio * 100);
   }
   const std::string prefix = (fs::path(d.out_dir) / "infera-demo").string();
   std::ofstream(prefix + ".json") << to_json(report);

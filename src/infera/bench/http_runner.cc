@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/json.hpp>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -10,8 +11,6 @@
 #include <map>
 #include <mutex>
 #include <thread>
-
-#include <boost/json.hpp>
 
 #include "infera/common/metrics.h"
 #include "infera/http/client.h"

@@ -180,11 +180,12 @@ std::string format_table(const RunReport& report) {
                   report.bounds->pooled_lru_hit_ratio * 100);
     out += line;
     if (report.bounds->ttft_lower_p50_ms >= 0) {
-      std::snprintf(line, sizeof(line),
-                    "bounds: ttft on an idle engine with the infinite cache p50 %.1fms, p90 %.1fms, "
-                    "p99 %.1fms (no policy beats it)\n",
-                    report.bounds->ttft_lower_p50_ms, report.bounds->ttft_lower_p90_ms,
-                    report.bounds->ttft_lower_p99_ms);
+      std::snprintf(
+          line, sizeof(line),
+          "bounds: ttft on an idle engine with the infinite cache p50 %.1fms, p90 %.1fms, "
+          "p99 %.1fms (no policy beats it)\n",
+          report.bounds->ttft_lower_p50_ms, report.bounds->ttft_lower_p90_ms,
+          report.bounds->ttft_lower_p99_ms);
       out += line;
     }
   }

@@ -88,8 +88,9 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
   kv::EngineSignals signals(workers, clock);
   routing::RouterOptions router_options = options.router;
   router_options.policy = std::string(policy);
-  INFERA_ASSIGN_OR_RETURN(std::unique_ptr<routing::Router> router,
-                          routing::Router::create(router_options, index, load, &predicted, &signals));
+  INFERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<routing::Router> router,
+      routing::Router::create(router_options, index, load, &predicted, &signals));
 
   std::vector<std::unique_ptr<engine::EngineCore>> engines;
   std::vector<events::EventApplier> appliers;
@@ -155,7 +156,8 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
       base.id = id;
       base.prompt = tokens;
       auto [it, inserted] = live.emplace(id, l);
-      if (!engines[l.worker]->add_request(base).ok()) finish(id, it->second, seconds(clock.now()), true);
+      if (!engines[l.worker]->add_request(base).ok())
+        finish(id, it->second, seconds(clock.now()), true);
       return;
     }
     kv::compute_seq_hashes(tokens, bs, kv::kHashSeed, hashes);

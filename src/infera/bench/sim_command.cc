@@ -170,7 +170,8 @@ int run_sim_command(std::span<const std::string> args) {
     choices.push_back(std::move(choice));
   }
   if (!(o.hidden_fraction >= 0 && o.hidden_fraction <= 1) || !(o.engine_metrics_interval_s >= 0)) {
-    std::fprintf(stderr, "infera sim: --hidden-traffic is in [0, 1], --engine-metrics-interval-s >= 0\n");
+    std::fprintf(stderr,
+                 "infera sim: --hidden-traffic is in [0, 1], --engine-metrics-interval-s >= 0\n");
     return 2;
   }
   const bool disagg = disaggregated(o);
@@ -211,9 +212,9 @@ int run_sim_command(std::span<const std::string> args) {
       agg.prefill_workers = agg.decode_workers = 0;
       runs.push_back(Run{n + " agg " + std::to_string(workers), policy, agg});
     }
-    runs.push_back(Run{n + " " + std::to_string(o.prefill_workers) + "P+" +
-                           std::to_string(o.decode_workers) + "D",
-                       policy, with});
+    runs.push_back(Run{
+        n + " " + std::to_string(o.prefill_workers) + "P+" + std::to_string(o.decode_workers) + "D",
+        policy, with});
   }
   const std::string fleet = disagg ? std::to_string(o.prefill_workers) + " prefill + " +
                                          std::to_string(o.decode_workers) + " decode"
@@ -254,18 +255,19 @@ int run_sim_command(std::span<const std::string> args) {
   report.bounds->ttft_lower_p50_ms = lower.p50_ms;
   report.bounds->ttft_lower_p90_ms = lower.p90_ms;
   report.bounds->ttft_lower_p99_ms = lower.p99_ms;
-  report.settings = {{"workload", workload->name},
-                     {"requests", std::to_string(workload->requests.size())},
-                     {"workers", std::to_string(workers)},
-                     {"num_gpu_blocks", std::to_string(o.engine.num_gpu_blocks)},
-                     {"block_size", std::to_string(o.engine.block_size)},
-                     {"rate_scale", std::to_string(rate_scale)},
-                     {"kv_overlap_weight", std::to_string(o.router.overlap_weight)},
-                     {"kv_load_model", load_flags.model},
-                     {"seed", std::to_string(seed)},
-                     {"kv_block_bytes", std::to_string(o.engine.kv_block_bytes)},
-                     {"kv_transfer_bandwidth_gb_s", std::to_string(o.engine.kv_transfer_bandwidth_gb_s)},
-                     {"mode", "sim"}};
+  report.settings = {
+      {"workload", workload->name},
+      {"requests", std::to_string(workload->requests.size())},
+      {"workers", std::to_string(workers)},
+      {"num_gpu_blocks", std::to_string(o.engine.num_gpu_blocks)},
+      {"block_size", std::to_string(o.engine.block_size)},
+      {"rate_scale", std::to_string(rate_scale)},
+      {"kv_overlap_weight", std::to_string(o.router.overlap_weight)},
+      {"kv_load_model", load_flags.model},
+      {"seed", std::to_string(seed)},
+      {"kv_block_bytes", std::to_string(o.engine.kv_block_bytes)},
+      {"kv_transfer_bandwidth_gb_s", std::to_string(o.engine.kv_transfer_bandwidth_gb_s)},
+      {"mode", "sim"}};
   if (disagg) {
     report.settings["prefill_workers"] = std::to_string(o.prefill_workers);
     report.settings["decode_workers"] = std::to_string(o.decode_workers);

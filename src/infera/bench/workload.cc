@@ -1,13 +1,12 @@
 #include "infera/bench/workload.h"
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <cmath>
 #include <fstream>
 #include <numbers>
 #include <numeric>
 #include <optional>
-
-#include <boost/json.hpp>
 
 #include "infera/common/random.h"
 

@@ -11,11 +11,11 @@
 namespace infera::config {
 
 struct LoadModelFlags {
-  std::string model = "active-blocks";     // --kv-load-model
-  std::optional<double> predicted_ttl_s;   // --kv-predicted-ttl-s
-  std::optional<std::string> tier_credit;  // --kv-tier-credit
-  std::optional<double> prefill_weight;    // --kv-prefill-load-weight
-  std::optional<double> decode_weight;     // --kv-decode-load-weight
+  std::string model = "active-blocks";       // --kv-load-model
+  std::optional<double> predicted_ttl_s;     // --kv-predicted-ttl-s
+  std::optional<std::string> tier_credit;    // --kv-tier-credit
+  std::optional<double> prefill_weight;      // --kv-prefill-load-weight
+  std::optional<double> decode_weight;       // --kv-decode-load-weight
   std::optional<double> overload_threshold;  // --kv-overload-threshold
 };
 

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <atomic>
-
 #include <memory>
 #include <optional>
 #include <span>
@@ -68,7 +67,7 @@ struct GatewayContext {
   metrics::Registry registry;
   GatewayMetrics metrics{registry};
   std::unique_ptr<tokenizer::PromptEncoder> prompts;  // null: no tokenizer (ids only)
-  kv::PredictedBlocks predicted;  // before the index, which confirms into it
+  kv::PredictedBlocks predicted;                      // before the index, which confirms into it
   kv::KvIndex index;
   kv::ActiveLoad load;
   std::unique_ptr<routing::Router> router;

@@ -171,8 +171,8 @@ net::awaitable<void> poll_loop(PollContext c, FleetMember m, std::shared_ptr<Eng
         if (poll->stopped) co_return;  // it left: its slot may belong to another worker now
         if (!failed) {
           const kv::WorkerLoad ours = c.load->load(m.slot);  // ours now, as the page was read
-          c.signals->record(m.slot, load.waiting, load.running, load.kv_usage,
-                            ours.active_requests, ours.prefill_requests);
+          c.signals->record(m.slot, load.waiting, load.running, load.kv_usage, ours.active_requests,
+                            ours.prefill_requests);
         }
       }
       {
@@ -231,8 +231,7 @@ Result<ReportedLoad> parse_engine_load(std::string_view page) {
 }
 
 EnginePoller::EnginePoller(Options options, kv::EngineSignals& signals, const kv::ActiveLoad& load,
-                           http::EventLoop& loop,
-                           http::Client& client)
+                           http::EventLoop& loop, http::Client& client)
     : options_(options), signals_(signals), load_(load), loop_(loop), client_(client) {}
 
 std::chrono::milliseconds EnginePoller::deadline() const {
@@ -244,8 +243,8 @@ void EnginePoller::start(const FleetMember& member) {
   if (options_.interval.count() <= 0 || member.endpoint.port == 0) return;
   auto poll = std::make_shared<EnginePoll>(net::make_strand(loop_.context()));
   member.rt->engine_poll = poll;
-  const PollContext c{&signals_, &load_, &client_, options_.interval, deadline(),
-                      options_.max_body_bytes};
+  const PollContext c{&signals_,         &load_,     &client_,
+                      options_.interval, deadline(), options_.max_body_bytes};
   net::co_spawn(
       poll->timer.get_executor(), poll_loop(c, member, poll),
       [id = member.info.id](const std::exception_ptr& e) {

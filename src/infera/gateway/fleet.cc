@@ -1,9 +1,8 @@
 #include "infera/gateway/fleet.h"
 
 #include <algorithm>
-#include <map>
-
 #include <boost/json.hpp>
+#include <map>
 
 #include "infera/common/log.h"
 #include "infera/common/metrics.h"

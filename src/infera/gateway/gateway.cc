@@ -18,9 +18,10 @@ namespace infera::gateway {
 
 GatewayMetrics::GatewayMetrics(metrics::Registry& r)
     : registry(r),
-      ttft(r.histogram("infera_ttft_seconds",
-                       "Time from request arrival to the first response byte relayed (router-observed TTFT).",
-                       metrics::latency_buckets_seconds())),
+      ttft(r.histogram(
+          "infera_ttft_seconds",
+          "Time from request arrival to the first response byte relayed (router-observed TTFT).",
+          metrics::latency_buckets_seconds())),
       duration(r.histogram("infera_request_duration_seconds",
                            "End-to-end request latency as the router sees it.",
                            metrics::latency_buckets_seconds())),
@@ -38,15 +39,16 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& r)
       retries(r.counter("infera_upstream_retries_total",
                         "Requests sent to another worker after one failed before the first byte.")),
       prompt_tokens(r.counter("infera_prompt_tokens_total", "Prompt tokens routed.")),
-      predicted_hit_tokens(r.counter("infera_predicted_cached_tokens_total",
-                                     "Prompt tokens the router expected the chosen worker to have cached.")),
+      predicted_hit_tokens(
+          r.counter("infera_predicted_cached_tokens_total",
+                    "Prompt tokens the router expected the chosen worker to have cached.")),
       predicted_on_route_tokens(r.counter(
           "infera_routing_predicted_on_route_tokens_total",
           "Prompt tokens credited on the chosen worker because an earlier request routed there is "
           "computing them (predicted on route, not yet confirmed by its KV events).")),
-      lower_tier_hit_tokens(r.counter(
-          "infera_routing_lower_tier_hit_tokens_total",
-          "Prompt tokens the chosen worker holds on a lower tier (CPU or disk), credited at a discount.")),
+      lower_tier_hit_tokens(r.counter("infera_routing_lower_tier_hit_tokens_total",
+                                      "Prompt tokens the chosen worker holds on a lower tier (CPU "
+                                      "or disk), credited at a discount.")),
       overload_gated(r.counter("infera_routing_overload_gated_total",
                                "Routing decisions in which a candidate was past "
                                "--kv-overload-threshold (its cache earned it nothing).")) {}
@@ -110,7 +112,8 @@ void add_metric_collectors(GatewayContext& g) {
       const kv::WorkerLoad load = g.load.load(m.slot);
       out.gauge("infera_worker_prefill_blocks",
                 "Blocks the worker must still prefill: uncached blocks of its requests whose first "
-                "token has not come back.", w)
+                "token has not come back.",
+                w)
           .set(load.prefill_blocks);
       out.gauge("infera_worker_decode_blocks",
                 "Prompt blocks of the worker's requests past their first token (KV held).", w)
@@ -207,8 +210,8 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
                                : static_cast<uint64_t>(std::chrono::steady_clock::now()
                                                            .time_since_epoch()
                                                            .count());
-  INFERA_ASSIGN_OR_RETURN(g.router, routing::Router::create(ro, g.index, g.load, &g.predicted,
-                                                            &g.engine_signals));
+  INFERA_ASSIGN_OR_RETURN(
+      g.router, routing::Router::create(ro, g.index, g.load, &g.predicted, &g.engine_signals));
 
   // The worker set: static flags are parsed now, so a bad --worker fails startup.
   discovery::WorkerSet static_workers;
@@ -232,8 +235,8 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   fo.max_inflight_per_worker = config.max_inflight_per_worker;
   fo.engine_metrics_interval =
       std::chrono::milliseconds(static_cast<int64_t>(config.engine_metrics_interval_s * 1000));
-  g.fleet = std::make_unique<Fleet>(fo, g.index, g.load, g.engine_signals, *g.loop, *g.upstream,
-                                    g.clock);
+  g.fleet =
+      std::make_unique<Fleet>(fo, g.index, g.load, g.engine_signals, *g.loop, *g.upstream, g.clock);
   add_metric_collectors(g);
 
   http::ServerOptions so;

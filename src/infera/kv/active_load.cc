@@ -105,8 +105,8 @@ LoadTicket ActiveLoad::add(WorkerId id, std::span<const uint64_t> seq_hashes,
   const Nanos now = clock_.now();
   const uint64_t serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
   KvRequest request{std::vector<uint64_t>(seq_hashes.begin(), seq_hashes.end()), now};
-  request.uncached = uncached_blocks == UINT32_MAX ? static_cast<uint32_t>(seq_hashes.size())
-                                                   : uncached_blocks;
+  request.uncached =
+      uncached_blocks == UINT32_MAX ? static_cast<uint32_t>(seq_hashes.size()) : uncached_blocks;
   std::lock_guard lock(w.mu);
   w.expire_before(now - options_.max_age);
   for (const uint64_t h : request.hashes) ++*w.refs.try_emplace(h, 0).first;

@@ -34,12 +34,12 @@ struct LoadTicket {
 
 // One worker's in-flight load, by phase (each field read atomically, not all at one instant).
 struct WorkerLoad {
-  uint32_t active_blocks = 0;    // distinct blocks of every in-flight request
-  uint32_t active_requests = 0;  // requests in flight
-  uint32_t prefill_blocks = 0;   // blocks still to compute: uncached blocks of requests in prefill
+  uint32_t active_blocks = 0;     // distinct blocks of every in-flight request
+  uint32_t active_requests = 0;   // requests in flight
+  uint32_t prefill_blocks = 0;    // blocks still to compute: uncached blocks of requests in prefill
   uint32_t prefill_requests = 0;  // requests whose first token has not come back
-  uint32_t decode_blocks = 0;    // prompt blocks of requests past their first token (KV held)
-  uint32_t decode_requests = 0;  // requests past their first token
+  uint32_t decode_blocks = 0;     // prompt blocks of requests past their first token (KV held)
+  uint32_t decode_requests = 0;   // requests past their first token
 };
 
 class ActiveLoad {

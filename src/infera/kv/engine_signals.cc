@@ -11,7 +11,7 @@ struct EngineSignals::Slot {
   std::atomic<uint32_t> kv_usage_ppm{0};  // parts per million
   std::atomic<uint32_t> ours_active{kUnknownCount};
   std::atomic<uint32_t> ours_prefill{kUnknownCount};
-  std::atomic<int64_t> at_ns{-1};         // -1: no reading
+  std::atomic<int64_t> at_ns{-1};  // -1: no reading
 };
 
 EngineSignals::EngineSignals(uint32_t max_workers, const Clock& clock) : clock_(clock) {

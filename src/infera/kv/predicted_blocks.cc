@@ -10,7 +10,7 @@ namespace infera::kv {
 
 struct PredictedBlocks::Worker {
   mutable std::mutex mu;
-  FlatU64Map<int64_t> expiry{50};                // router hash -> expiry (ns on the clock)
+  FlatU64Map<int64_t> expiry{50};                 // router hash -> expiry (ns on the clock)
   std::deque<std::pair<int64_t, uint64_t>> fifo;  // (expiry, hash), oldest first; may be stale
   std::atomic<uint32_t> count{0};
 
@@ -43,7 +43,8 @@ PredictedBlocks::PredictedBlocks(Options options, const Clock& clock)
     : options_(options), clock_(clock) {
   INFERA_CHECK(options_.max_entries > 0);
   workers_.reserve(options_.max_workers);
-  for (uint32_t i = 0; i < options_.max_workers; ++i) workers_.push_back(std::make_unique<Worker>());
+  for (uint32_t i = 0; i < options_.max_workers; ++i)
+    workers_.push_back(std::make_unique<Worker>());
 }
 
 PredictedBlocks::~PredictedBlocks() = default;

@@ -21,7 +21,8 @@ class PredictedBlocksTest : public ::testing::Test {
 TEST_F(PredictedBlocksTest, RoutedBlocksArePredictedFromTheConfirmedRun) {
   predicted_.add(0, prompt_, 2);  // blocks 0-1 were cached already
   EXPECT_EQ(predicted_.extend(0, prompt_, 2), 3u);
-  EXPECT_EQ(predicted_.extend(0, prompt_, 0), 0u) << "block 0 is not predicted: the run starts at 2";
+  EXPECT_EQ(predicted_.extend(0, prompt_, 0), 0u)
+      << "block 0 is not predicted: the run starts at 2";
   EXPECT_EQ(predicted_.extend(1, prompt_, 0), 0u) << "another worker";
   EXPECT_EQ(predicted_.size(0), 3u);
 }
@@ -82,9 +83,13 @@ TEST_F(PredictedBlocksTest, TheIndexConfirmsWhatItStores) {
   const std::vector<uint64_t> hashes = seq_hashes(tokens, kBs);
   predicted_.add(0, hashes, 0);
   const std::vector<uint64_t> engine{7, 8};
-  ASSERT_EQ(index.apply(StoredEvent{0, std::nullopt, engine,
-                                    std::span<const TokenId>(tokens).first(2 * kBs), kBs,
-                                    Medium::kGpu, {}}),
+  ASSERT_EQ(index.apply(StoredEvent{0,
+                                    std::nullopt,
+                                    engine,
+                                    std::span<const TokenId>(tokens).first(2 * kBs),
+                                    kBs,
+                                    Medium::kGpu,
+                                    {}}),
             ApplyResult::kApplied);
   EXPECT_EQ(predicted_.size(0), 1u) << "blocks 0-1 confirmed, block 2 still predicted";
   EXPECT_EQ(predicted_.extend(0, hashes, 2), 1u);

@@ -41,8 +41,8 @@ Result<TierCredit> parse_tier_credit(std::string_view text) {
     const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
     if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(v) || v < 0 ||
         v > 1) {
-      return invalid_argument("tier credit: '" + std::string(value) + "' for " +
-                              std::string(tier) + " is not a number in [0, 1]");
+      return invalid_argument("tier credit: '" + std::string(value) + "' for " + std::string(tier) +
+                              " is not a number in [0, 1]");
     }
     int index = -1;
     if (tier == "gpu") index = 0;
@@ -83,7 +83,8 @@ LoadModelOptions default_load_options(LoadModel model) {
 Status validate(const LoadModelOptions& o) {
   auto weight = [](double w) { return std::isfinite(w) && w >= 0; };
   if (!weight(o.prefill_weight) || !weight(o.decode_weight)) {
-    return invalid_argument("--kv-prefill-load-weight and --kv-decode-load-weight must be finite and >= 0");
+    return invalid_argument(
+        "--kv-prefill-load-weight and --kv-decode-load-weight must be finite and >= 0");
   }
   if (!weight(o.overload_blocks)) {
     return invalid_argument("--kv-overload-threshold must be finite and >= 0");
@@ -117,8 +118,8 @@ Result<LoadModelOptions> resolve_load_options(const config::LoadModelFlags& f) {
   return o;
 }
 
-LoadTerms load_terms(const LoadModelOptions& o, const kv::WorkerLoad& load,
-                     uint32_t predicted_hits, const EngineLoad* engine) {
+LoadTerms load_terms(const LoadModelOptions& o, const kv::WorkerLoad& load, uint32_t predicted_hits,
+                     const EngineLoad* engine) {
   LoadTerms t;
   if (o.model == LoadModel::kActiveBlocks) {
     t.total = static_cast<double>(load.active_blocks);
@@ -132,11 +133,10 @@ LoadTerms load_terms(const LoadModelOptions& o, const kv::WorkerLoad& load,
     // Requests the engine holds beyond the ones we routed there are someone else's (another
     // router, a direct client). Those of its queue beyond our own requests in prefill wait
     // ahead of ours; the rest decode beside them.
-    const uint32_t ours = engine->ours_active != kv::kUnknownCount ? engine->ours_active
-                                                                    : load.active_requests;
-    const uint32_t ours_prefill = engine->ours_prefill != kv::kUnknownCount
-                                      ? engine->ours_prefill
-                                      : load.prefill_requests;
+    const uint32_t ours =
+        engine->ours_active != kv::kUnknownCount ? engine->ours_active : load.active_requests;
+    const uint32_t ours_prefill =
+        engine->ours_prefill != kv::kUnknownCount ? engine->ours_prefill : load.prefill_requests;
     const uint32_t total = engine->waiting + engine->running;
     const uint32_t hidden = total > ours ? total - ours : 0;
     const uint32_t queued = engine->waiting > ours_prefill ? engine->waiting - ours_prefill : 0;
@@ -152,8 +152,8 @@ LoadTerms load_terms(const LoadModelOptions& o, const kv::WorkerLoad& load,
 double credited_hits(const TierCredit& c, uint32_t gpu, uint32_t predicted, uint32_t lower,
                      uint32_t disk) {
   const uint32_t on_disk = std::min(disk, lower);
-  return c.gpu * static_cast<double>(gpu + predicted) + c.cpu * static_cast<double>(lower - on_disk) +
-         c.disk * static_cast<double>(on_disk);
+  return c.gpu * static_cast<double>(gpu + predicted) +
+         c.cpu * static_cast<double>(lower - on_disk) + c.disk * static_cast<double>(on_disk);
 }
 
 }  // namespace infera::routing

@@ -27,8 +27,8 @@ TEST(LoadModelTest, TierCreditParsesAnySubsetAndRejectsNonsense) {
   EXPECT_DOUBLE_EQ(cpu_only->gpu, 1.0) << "an unnamed GPU tier keeps full credit";
   EXPECT_DOUBLE_EQ(cpu_only->cpu, 0.5);
   EXPECT_DOUBLE_EQ(cpu_only->disk, 0.0) << "an unnamed lower tier earns nothing";
-  for (const char* bad : {"cpu", "cpu=", "cpu=x", "cpu=1.5", "cpu=-1", "tape=0.1", "cpu=0.5,,disk=0",
-                          "cpu=0.5,cpu=0.6", "cpu=nan"}) {
+  for (const char* bad : {"cpu", "cpu=", "cpu=x", "cpu=1.5", "cpu=-1", "tape=0.1",
+                          "cpu=0.5,,disk=0", "cpu=0.5,cpu=0.6", "cpu=nan"}) {
     EXPECT_FALSE(parse_tier_credit(bad).ok()) << bad;
   }
   EXPECT_EQ(format_tier_credit(*all), "gpu=1,cpu=0.75,disk=0.25");
@@ -132,8 +132,8 @@ TEST(LoadModelTest, RequestsTheEngineHoldsBeyondOursAreHiddenLoad) {
   EXPECT_DOUBLE_EQ(load_terms(o, now, 0, &engine).hidden, 0.0);
   engine.ours_active = engine.ours_prefill = kv::kUnknownCount;
   EXPECT_GT(load_terms(o, now, 0, &engine).hidden, 0.0) << "compared with ours now instead";
-  EXPECT_DOUBLE_EQ(load_terms(default_load_options(LoadModel::kActiveBlocks), ours, 0, &engine).hidden,
-                   0.0)
+  EXPECT_DOUBLE_EQ(
+      load_terms(default_load_options(LoadModel::kActiveBlocks), ours, 0, &engine).hidden, 0.0)
       << "the seed's model never reads the engines";
 }
 

@@ -14,8 +14,7 @@ std::string_view stage_name(Stage stage) {
 }
 
 Result<std::unique_ptr<Router>> Router::create(RouterOptions options, kv::KvIndex& index,
-                                               kv::ActiveLoad& load,
-                                               kv::PredictedBlocks* predicted,
+                                               kv::ActiveLoad& load, kv::PredictedBlocks* predicted,
                                                const kv::EngineSignals* signals) {
   INFERA_RETURN_IF_ERROR(validate(options.load));
   auto valid_weight = [](double w) { return std::isfinite(w) && w >= 0; };
@@ -39,7 +38,7 @@ Router::Router(RouterOptions options, std::unique_ptr<Policy> policy, kv::KvInde
       index_(index),
       load_(load),
       predicted_(predicted && predicted->enabled() && options_.load.predicted_ttl_s > 0 ? predicted
-                                                                                 : nullptr),
+                                                                                        : nullptr),
       signals_(signals && options_.load.engine_signal_max_age_s > 0 &&
                        options_.load.model == LoadModel::kPrefillAware
                    ? signals
@@ -84,12 +83,14 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
     c.worker = candidates[i];
     const bool known = want_hits && c.worker < hits.size();
     c.cache_hits = known ? hits[c.worker] : 0;
-    if (want_hits && predicted_) c.predicted_hits = predicted_->extend(c.worker, seq_hashes, c.cache_hits);
+    if (want_hits && predicted_)
+      c.predicted_hits = predicted_->extend(c.worker, seq_hashes, c.cache_hits);
     if (known && want_lower && c.predicted_hits == 0) {
       c.lower_hits = lower[c.worker];
       c.disk_hits = disk[c.worker];
     }
-    c.credited_hits = credited_hits(credit, c.cache_hits, c.predicted_hits, c.lower_hits, c.disk_hits);
+    c.credited_hits =
+        credited_hits(credit, c.cache_hits, c.predicted_hits, c.lower_hits, c.disk_hits);
     c.load = load_.load(c.worker);
     c.active_blocks = c.load.active_blocks;
     c.active_requests = c.load.active_requests;
@@ -103,8 +104,9 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
       blocks += c.load.prefill_blocks;
       requests += c.load.prefill_requests;
     }
-    engine.blocks_per_request = requests ? static_cast<double>(blocks) / static_cast<double>(requests)
-                                         : static_cast<double>(d.request_blocks);
+    engine.blocks_per_request = requests
+                                    ? static_cast<double>(blocks) / static_cast<double>(requests)
+                                    : static_cast<double>(d.request_blocks);
   }
   const Nanos max_age = from_seconds(options_.load.engine_signal_max_age_s);
   for (Candidate& c : d.table) {

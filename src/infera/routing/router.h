@@ -99,7 +99,7 @@ class Router {
   RouterOptions options_;
   kv::KvIndex& index_;
   kv::ActiveLoad& load_;
-  kv::PredictedBlocks* predicted_;  // null or off: no predicted hits
+  kv::PredictedBlocks* predicted_;    // null or off: no predicted hits
   const kv::EngineSignals* signals_;  // null or off: the router's own counts only
   std::mutex policy_mu_;  // guards policy_ and rng_ (a few hundred ns per decision)
   std::unique_ptr<Policy> policy_;

@@ -68,7 +68,12 @@ void BM_RoutingDecision(benchmark::State& state) {
   state.counters["p99_us"] = us[us.size() * 99 / 100];
   state.counters["mean_hits"] = static_cast<double>(hits) / static_cast<double>(state.iterations());
 }
-BENCHMARK(BM_RoutingDecision)->ArgName("policy")->Arg(2)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RoutingDecision)
+    ->ArgName("policy")
+    ->Arg(2)
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace infera::routing

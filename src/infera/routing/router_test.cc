@@ -134,7 +134,8 @@ class PrefillAwareRouterTest : public ::testing::Test {
   std::vector<kv::TokenId> prompt(uint32_t family, size_t shared, size_t blocks, uint32_t own) {
     std::vector<kv::TokenId> t(blocks * kBs);
     for (size_t i = 0; i < t.size(); ++i) {
-      t[i] = static_cast<kv::TokenId>(i < shared * kBs ? family * 100000 + i : own * 100000 + 7 * i);
+      t[i] =
+          static_cast<kv::TokenId>(i < shared * kBs ? family * 100000 + i : own * 100000 + 7 * i);
     }
     return t;
   }
@@ -142,9 +143,13 @@ class PrefillAwareRouterTest : public ::testing::Test {
              kv::Medium medium = kv::Medium::kGpu, uint64_t engine_base = 0) {
     std::vector<uint64_t> engines;
     for (size_t i = 0; i < blocks; ++i) engines.push_back(engine_base + w * 1000 + i + 1);
-    ASSERT_EQ(index_.apply(kv::StoredEvent{w, std::nullopt, engines,
+    ASSERT_EQ(index_.apply(kv::StoredEvent{w,
+                                           std::nullopt,
+                                           engines,
                                            std::span<const kv::TokenId>(tokens).first(blocks * kBs),
-                                           kBs, medium, {}}),
+                                           kBs,
+                                           medium,
+                                           {}}),
               kv::ApplyResult::kApplied);
   }
   std::unique_ptr<Router> make(LoadModelOptions load, double overlap_weight = 1.0) {
@@ -258,8 +263,8 @@ TEST_F(PrefillAwareRouterTest, PredictedHitsExpireOrBecomeConfirmed) {
 // on CPU beats a cold one but loses to a GPU hit; the seed's model ignores the CPU copy.
 TEST_F(PrefillAwareRouterTest, LowerTierHitsAreDiscountedNotIgnored) {
   const auto p = prompt(1, 0, 40, 1);
-  store(0, p, 40);                                // GPU on worker 0
-  store(1, p, 40, kv::Medium::kCpu, 5000);        // CPU on worker 1
+  store(0, p, 40);                          // GPU on worker 0
+  store(1, p, 40, kv::Medium::kCpu, 5000);  // CPU on worker 1
   const auto h = kv::seq_hashes(p, kBs);
   auto aware = make(prefill_aware());
   auto d = aware->score(h, static_cast<uint32_t>(p.size()), all_);
