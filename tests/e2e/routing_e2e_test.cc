@@ -63,9 +63,10 @@ TEST(RoutingE2eTest, ABurstOfSiblingsLandsTogetherOnlyWithPredictedOnRoute) {
   std::vector<std::string> flags = {"--router-policy", "kv-aware", "--kv-load-model",
                                     "prefill-aware"};
   for (int i = 0; i < 4; ++i) {
-    // Modelled GPU speed: a 4 k-token prefill takes ~90 ms, so the whole burst is routed before
-    // the first sibling's blocks are stored (and their events reach the server).
-    engines.push_back(start_engine("burst_e" + std::to_string(i), {"--speedup-ratio", "1"}));
+    // A quarter of the modelled GPU speed: a 4 k-token prefill takes ~350 ms, so the whole burst
+    // is routed before the first sibling's blocks are stored (and their events reach the server),
+    // even on a loaded, sanitized build.
+    engines.push_back(start_engine("burst_e" + std::to_string(i), {"--speedup-ratio", "0.25"}));
     ASSERT_TRUE(engines.back()->ready());
     ids.push_back(engines.back()->id());
     flags.push_back("--worker");

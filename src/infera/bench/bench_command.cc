@@ -294,7 +294,7 @@ int run_bench_command(std::span<const std::string> args) {
   f.add("--requests", &w.requests, "workload size (trace: the first N requests)", "N");
   f.add("--rate", &rate,
         "open-loop arrival rate, requests/s (synthetic workloads; default 8, multi-turn 3.33, "
-        "agentic 6: turns and fan-out included)",
+        "agentic 10: turns and fan-out included, so waits on earlier turns make it lower)",
         "R");
   f.add("--rate-scale", &rate_scale, "trace speed-up factor (default 1)", "X");
   f.add("--concurrency", &o.concurrency, "closed loop with C requests in flight", "C");

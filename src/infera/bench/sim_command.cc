@@ -94,8 +94,8 @@ int run_sim_command(std::span<const std::string> args) {
   f.add("--requests", &w.requests, "synthetic workload size (default: the workload's)", "N");
   f.add("--max-requests", &t.max_requests, "replay only the first N trace requests", "N");
   f.add("--rate", &w.rate_rps,
-        "synthetic arrival rate, requests/s (default 8; multi-turn 3.33, agentic 6: their own, "
-        "turns and fan-out included)",
+        "synthetic arrival rate, requests/s (default 8; multi-turn 3.33, agentic 10: turns and "
+        "fan-out included, so waits on earlier turns make it lower)",
         "R");
   f.add("--groups", &w.groups, "prefix-families: number of shared prompts (default 8)", "G");
   f.add("--system-tokens", &w.system_tokens, "prefix-families: shared prompt length (default 2048)",

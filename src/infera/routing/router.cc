@@ -133,6 +133,7 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
 
 Result<Router::Routed> Router::route(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
                                      std::span<const kv::WorkerId> candidates, Stage stage) {
+  std::lock_guard lock(route_mu_);
   INFERA_ASSIGN_OR_RETURN(Decision d, score(seq_hashes, prompt_tokens, candidates, stage));
   const Candidate& c = d.chosen();
   // The winner computes what it neither caches, nor is computing already, nor loads back from a

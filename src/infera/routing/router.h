@@ -5,7 +5,8 @@
 // active on the winner and the blocks it will compute as predicted there.
 // Disaggregated fleets route each stage with its own overlap weight (prefill and decode, each
 // falling back to the global weight). The explain table of every decision is returned.
-// Thread-safe: any request thread may call score()/route() concurrently.
+// Thread-safe: any request thread may call score()/route() concurrently; route() calls are
+// serialised, each deciding on what the ones before it registered.
 #pragma once
 
 #include <cstdint>
@@ -102,6 +103,10 @@ class Router {
   kv::PredictedBlocks* predicted_;    // null or off: no predicted hits
   const kv::EngineSignals* signals_;  // null or off: the router's own counts only
   std::mutex policy_mu_;  // guards policy_ and rng_ (a few hundred ns per decision)
+  // Makes each route() one step: its decision and the load and predicted blocks it registers.
+  // Otherwise two siblings of a burst routed at once on two threads would both decide before
+  // either registered, and land apart. Held for one decision (microseconds, no I/O).
+  std::mutex route_mu_;
   std::unique_ptr<Policy> policy_;
   Rng rng_;
 };

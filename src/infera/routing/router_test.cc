@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <atomic>
 #include <set>
+#include <thread>
 
 #include "infera/common/clock.h"
 
@@ -335,6 +337,29 @@ TEST_F(PrefillAwareRouterTest, FreshEngineReadingsCountHiddenRequestsStaleOnesDo
   EXPECT_FALSE(d->table[0].engine_fresh) << "older than the max age: not used";
   EXPECT_DOUBLE_EQ(d->table[0].load_terms.hidden, 0.0);
   EXPECT_DOUBLE_EQ(d->table[0].cost, d->table[1].cost);
+}
+
+// Siblings routed at the same instant on many threads still land together: each route()
+// decides on what the routes before it registered.
+TEST_F(PrefillAwareRouterTest, SiblingsRoutedAtOnceOnManyThreadsLandTogether) {
+  auto router = make(prefill_aware(2.0));
+  constexpr int kThreads = 16;
+  std::vector<std::vector<uint64_t>> prompts;
+  for (int s = 0; s < kThreads; ++s) prompts.push_back(kv::seq_hashes(prompt(30, 256, 260, 200 + s), kBs));
+  std::atomic<int> waiting{kThreads};
+  std::vector<kv::WorkerId> chosen(kThreads);
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kThreads; ++s) {
+    threads.emplace_back([&, s] {
+      waiting.fetch_sub(1);
+      while (waiting.load() > 0) {
+      }  // all start together
+      auto routed = router->route(prompts[s], 260 * kBs, all_);
+      chosen[s] = routed.ok() ? routed->decision.worker() : 99;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(std::set<kv::WorkerId>(chosen.begin(), chosen.end()).size(), 1u);
 }
 
 }  // namespace
