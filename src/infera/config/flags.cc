@@ -30,16 +30,38 @@ Result<Int> parse_int(std::string_view name, std::string_view value) {
 }
 
 Result<double> parse_double(std::string_view name, std::string_view value) {
-  std::string copy(value);
-  char* end = nullptr;
-  const double d = std::strtod(copy.c_str(), &end);
-  if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(d)) {
-    return invalid_argument("flag " + std::string(name) + ": '" + copy + "' is not a number");
-  }
+  Result<double> d = parse_number(value);
+  if (!d.ok()) return invalid_argument("flag " + std::string(name) + ": " + d.status().message());
   return d;
 }
 
 }  // namespace
+
+Result<double> parse_number(std::string_view text) {
+  std::string copy(text);
+  char* end = nullptr;
+  const double d = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(d)) {
+    return invalid_argument("'" + copy + "' is not a number");
+  }
+  return d;
+}
+
+Result<std::vector<KeyValue>> parse_key_values(std::string_view text) {
+  std::vector<KeyValue> out;
+  while (true) {
+    const size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return invalid_argument(item.empty() ? std::string("an empty item")
+                                           : "'" + std::string(item) + "' is not key=value");
+    }
+    out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+    if (comma == std::string_view::npos) return out;
+    text.remove_prefix(comma + 1);
+  }
+}
 
 Result<bool> parse_bool(std::string_view text) {
   if (text == "true" || text == "1" || text == "yes" || text == "True") return true;

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -62,5 +63,12 @@ struct HostPort {
   uint16_t port = 0;
 };
 Result<HostPort> parse_host_port(std::string_view text, bool allow_zero_port = false);
+
+// Parses "key=value,key=value" (the form of --worker's options and --kv-tier-credit) into its
+// pairs, views into `text`, in order. An empty item or one without '=' is an error naming it.
+using KeyValue = std::pair<std::string_view, std::string_view>;
+Result<std::vector<KeyValue>> parse_key_values(std::string_view text);
+// A finite number written whole ("0.75", "1e3"), or an error naming it.
+Result<double> parse_number(std::string_view text);
 
 }  // namespace infera::config

@@ -134,5 +134,26 @@ TEST(ServerConfigTest, HelpListsContractFlags) {
   }
 }
 
+TEST(KeyValuesTest, SplitsPairsInOrderAndNamesABadItem) {
+  auto kv = parse_key_values("kv=tcp://h:1,role=prefill,topic=");
+  ASSERT_TRUE(kv.ok()) << kv.status().to_string();
+  ASSERT_EQ(kv->size(), 3u);
+  EXPECT_EQ((*kv)[0], (KeyValue{"kv", "tcp://h:1"}));
+  EXPECT_EQ((*kv)[1], (KeyValue{"role", "prefill"}));
+  EXPECT_EQ((*kv)[2], (KeyValue{"topic", ""}));
+  auto bad = parse_key_values("a=1,oops");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'oops'"), std::string::npos);
+  EXPECT_FALSE(parse_key_values("a=1,,b=2").ok());
+  EXPECT_FALSE(parse_key_values("a=1,").ok());
+  EXPECT_FALSE(parse_key_values("").ok());
+}
+
+TEST(KeyValuesTest, NumbersAreFiniteAndWhole) {
+  EXPECT_DOUBLE_EQ(*parse_number("0.75"), 0.75);
+  EXPECT_DOUBLE_EQ(*parse_number("1e3"), 1000.0);
+  for (const char* bad : {"", "x", "1.5x", "nan", "inf", "1,5"}) EXPECT_FALSE(parse_number(bad).ok()) << bad;
+}
+
 }  // namespace
 }  // namespace infera::config

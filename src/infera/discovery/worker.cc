@@ -63,25 +63,20 @@ Result<std::string> worker_id_from_url(std::string_view url) {
 
 Result<WorkerInfo> parse_worker_flag(std::string_view spec) {
   WorkerInfo w;
-  size_t start = 0;
-  bool first = true;
-  while (start <= spec.size()) {
-    const size_t comma = spec.find(',', start);
-    const std::string_view part =
-        spec.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    start = comma == std::string_view::npos ? spec.size() + 1 : comma + 1;
-    if (first) {
-      w.url = std::string(part);
-      while (!w.url.empty() && w.url.back() == '/') w.url.pop_back();
-      first = false;
-      continue;
+  const size_t comma = spec.find(',');
+  w.url = std::string(spec.substr(0, comma));
+  while (!w.url.empty() && w.url.back() == '/') w.url.pop_back();
+  std::vector<config::KeyValue> options;
+  if (comma != std::string_view::npos) {
+    auto parsed = config::parse_key_values(spec.substr(comma + 1));
+    if (!parsed.ok()) {
+      return invalid_argument("--worker '" + std::string(spec) + "': " + parsed.status().message() +
+                              " after the URL");
     }
-    const size_t eq = part.find('=');
-    if (eq == std::string_view::npos) {
-      return invalid_argument("--worker '" + std::string(spec) + "': expected key=value after the URL");
-    }
-    const std::string_view key = part.substr(0, eq);
-    const std::string value(part.substr(eq + 1));
+    options = std::move(*parsed);
+  }
+  for (const auto& [key, raw] : options) {
+    const std::string value(raw);
     if (key == "kv") {
       w.kv_endpoint = value;
     } else if (key == "replay") {

@@ -1,7 +1,8 @@
 #include "infera/routing/load_model.h"
 
+#include "infera/config/flags.h"
+
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -19,46 +20,23 @@ Result<LoadModel> parse_load_model(std::string_view name) {
 }
 
 Result<TierCredit> parse_tier_credit(std::string_view text) {
-  TierCredit credit;
-  credit.cpu = credit.disk = 0;
+  INFERA_ASSIGN_OR_RETURN(const std::vector<config::KeyValue> items, config::parse_key_values(text));
+  TierCredit credit{1.0, 0.0, 0.0};  // an unnamed GPU tier keeps full credit, lower tiers none
   bool seen[3] = {false, false, false};
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t comma = std::min(text.find(',', pos), text.size());
-    const std::string_view item = text.substr(pos, comma - pos);
-    pos = comma + 1;
-    if (item.empty()) {
-      if (comma == text.size()) break;
-      return invalid_argument("tier credit: empty item in '" + std::string(text) + "'");
+  for (const auto& [tier, value] : items) {
+    const int index = tier == "gpu" ? 0 : tier == "cpu" ? 1 : tier == "disk" ? 2 : -1;
+    if (index < 0) {
+      return invalid_argument("unknown tier '" + std::string(tier) + "' (known: gpu, cpu, disk)");
     }
-    const size_t eq = item.find('=');
-    if (eq == std::string_view::npos) {
-      return invalid_argument("tier credit: '" + std::string(item) + "' is not TIER=VALUE");
-    }
-    const std::string_view tier = item.substr(0, eq);
-    const std::string_view value = item.substr(eq + 1);
-    double v = 0;
-    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(v) || v < 0 ||
-        v > 1) {
-      return invalid_argument("tier credit: '" + std::string(value) + "' for " + std::string(tier) +
+    if (seen[index]) return invalid_argument(std::string(tier) + " given twice");
+    seen[index] = true;
+    Result<double> v = config::parse_number(value);
+    if (!v.ok() || *v < 0 || *v > 1) {
+      return invalid_argument("'" + std::string(value) + "' for " + std::string(tier) +
                               " is not a number in [0, 1]");
     }
-    int index = -1;
-    if (tier == "gpu") index = 0;
-    if (tier == "cpu") index = 1;
-    if (tier == "disk") index = 2;
-    if (index < 0) {
-      return invalid_argument("tier credit: unknown tier '" + std::string(tier) +
-                              "' (known: gpu, cpu, disk)");
-    }
-    if (seen[index]) {
-      return invalid_argument("tier credit: " + std::string(tier) + " given twice");
-    }
-    seen[index] = true;
-    (index == 0 ? credit.gpu : index == 1 ? credit.cpu : credit.disk) = v;
+    (index == 0 ? credit.gpu : index == 1 ? credit.cpu : credit.disk) = *v;
   }
-  if (!seen[0]) credit.gpu = 1.0;
   return credit;
 }
 
@@ -119,7 +97,7 @@ Result<LoadModelOptions> resolve_load_options(const config::LoadModelFlags& f) {
 }
 
 LoadTerms load_terms(const LoadModelOptions& o, const kv::WorkerLoad& load, uint32_t predicted_hits,
-                     const EngineLoad* engine) {
+                     const kv::EngineReading* engine, double blocks_per_request) {
   LoadTerms t;
   if (o.model == LoadModel::kActiveBlocks) {
     t.total = static_cast<double>(load.active_blocks);
@@ -133,17 +111,14 @@ LoadTerms load_terms(const LoadModelOptions& o, const kv::WorkerLoad& load, uint
     // Requests the engine holds beyond the ones we routed there are someone else's (another
     // router, a direct client). Those of its queue beyond our own requests in prefill wait
     // ahead of ours; the rest decode beside them.
-    const uint32_t ours =
-        engine->ours_active != kv::kUnknownCount ? engine->ours_active : load.active_requests;
-    const uint32_t ours_prefill =
-        engine->ours_prefill != kv::kUnknownCount ? engine->ours_prefill : load.prefill_requests;
     const uint32_t total = engine->waiting + engine->running;
-    const uint32_t hidden = total > ours ? total - ours : 0;
-    const uint32_t queued = engine->waiting > ours_prefill ? engine->waiting - ours_prefill : 0;
+    const uint32_t hidden = total > engine->ours_active ? total - engine->ours_active : 0;
+    const uint32_t queued =
+        engine->waiting > engine->ours_prefill ? engine->waiting - engine->ours_prefill : 0;
     const uint32_t hidden_waiting = std::min(hidden, queued);
     const uint32_t hidden_running = hidden - hidden_waiting;
     t.hidden = (o.prefill_weight * hidden_waiting + o.decode_weight * hidden_running) *
-               engine->blocks_per_request;
+               blocks_per_request;
   }
   t.total = t.prefill + t.decode + t.hidden;
   return t;
