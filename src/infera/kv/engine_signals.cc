@@ -9,8 +9,8 @@ struct EngineSignals::Slot {
   std::atomic<uint32_t> waiting{0};
   std::atomic<uint32_t> running{0};
   std::atomic<uint32_t> kv_usage_ppm{0};  // parts per million
-  std::atomic<uint32_t> ours_active{kUnknownCount};
-  std::atomic<uint32_t> ours_prefill{kUnknownCount};
+  std::atomic<uint32_t> ours_active{0};
+  std::atomic<uint32_t> ours_prefill{0};
   std::atomic<int64_t> at_ns{-1};  // -1: no reading
 };
 

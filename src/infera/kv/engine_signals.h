@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -22,8 +21,6 @@
 
 namespace infera::kv {
 
-inline constexpr uint32_t kUnknownCount = std::numeric_limits<uint32_t>::max();
-
 struct EngineReading {
   uint32_t waiting = 0;  // requests queued, not yet scheduled
   uint32_t running = 0;  // requests scheduled (prefilling or decoding)
@@ -31,9 +28,10 @@ struct EngineReading {
   Nanos at{0};           // when it was read (the owner's clock)
   // The router's own requests on that worker when the reading was taken (ActiveLoad's
   // active_requests and prefill_requests), so that the engine's count is compared with ours at
-  // the same instant; kUnknownCount: not recorded (the reader compares with its counts now).
-  uint32_t ours_active = kUnknownCount;
-  uint32_t ours_prefill = kUnknownCount;
+  // the same instant, not with ours now (a request of ours that finished since the reading is
+  // not someone else's).
+  uint32_t ours_active = 0;
+  uint32_t ours_prefill = 0;
 };
 
 class EngineSignals {
@@ -43,10 +41,10 @@ class EngineSignals {
   EngineSignals(const EngineSignals&) = delete;
   EngineSignals& operator=(const EngineSignals&) = delete;
 
-  // A reading taken now. Values out of range are clamped (kv_usage to [0, 1]). `ours_*`: the
-  // router's own counts at the same instant (EngineReading), when the owner has them.
+  // A reading taken now, with the router's own counts for the worker at the same instant
+  // (EngineReading). Values out of range are clamped (kv_usage to [0, 1]).
   void record(WorkerId worker, uint32_t waiting, uint32_t running, double kv_usage,
-              uint32_t ours_active = kUnknownCount, uint32_t ours_prefill = kUnknownCount);
+              uint32_t ours_active, uint32_t ours_prefill);
   // Forgets the worker's reading (it left, or its metrics stopped making sense).
   void clear(WorkerId worker);
   // The worker's last reading if it is at most `max_age` old.

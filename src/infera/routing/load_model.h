@@ -78,22 +78,13 @@ struct LoadTerms {
   double total = 0;    // load(w): active_blocks, or prefill + decode + hidden
 };
 
-// What a worker's engine reported (fresh), for the hidden term: requests it holds that this
-// router did not route there (other routers, direct clients), each assumed to need
-// `blocks_per_request` blocks of prefill while waiting and to hold as many while running.
-struct EngineLoad {
-  uint32_t waiting = 0;
-  uint32_t running = 0;
-  // Our own requests on the worker when the engine was read (default: ours now).
-  uint32_t ours_active = kv::kUnknownCount;
-  uint32_t ours_prefill = kv::kUnknownCount;
-  double blocks_per_request = 0;
-};
-
 // `predicted_hits`: the request's own blocks that the worker is computing already. `engine`:
-// the worker's fresh engine reading, if any (prefill-aware only).
+// the worker's fresh engine reading, if any (prefill-aware only): the requests it holds beyond
+// this router's at the reading are someone else's (other routers, direct clients), each taken
+// to need `blocks_per_request` blocks of prefill while queued and to hold as many while running.
 LoadTerms load_terms(const LoadModelOptions& options, const kv::WorkerLoad& load,
-                     uint32_t predicted_hits = 0, const EngineLoad* engine = nullptr);
+                     uint32_t predicted_hits = 0, const kv::EngineReading* engine = nullptr,
+                     double blocks_per_request = 0);
 
 // The hits a candidate is credited with: GPU and predicted blocks at the GPU credit, then the
 // lower-tier run (`lower` blocks, `disk` of them only on disk) at the CPU and disk credits.

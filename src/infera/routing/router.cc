@@ -37,8 +37,7 @@ Router::Router(RouterOptions options, std::unique_ptr<Policy> policy, kv::KvInde
     : options_(std::move(options)),
       index_(index),
       load_(load),
-      predicted_(predicted && predicted->enabled() && options_.load.predicted_ttl_s > 0 ? predicted
-                                                                                        : nullptr),
+      predicted_(predicted && predicted->enabled() ? predicted : nullptr),
       signals_(signals && options_.load.engine_signal_max_age_s > 0 &&
                        options_.load.model == LoadModel::kPrefillAware
                    ? signals
@@ -97,29 +96,22 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
   }
   // Engine readings, while fresh: requests the engines hold that we did not route, each taken
   // as one of ours on average (our requests in prefill over the candidates, else this one).
-  EngineLoad engine;
+  double blocks_per_request = d.request_blocks;
   if (signals_) {
     uint64_t blocks = 0, requests = 0;
     for (const Candidate& c : d.table) {
       blocks += c.load.prefill_blocks;
       requests += c.load.prefill_requests;
     }
-    engine.blocks_per_request = requests
-                                    ? static_cast<double>(blocks) / static_cast<double>(requests)
-                                    : static_cast<double>(d.request_blocks);
+    if (requests) blocks_per_request = static_cast<double>(blocks) / static_cast<double>(requests);
   }
   const Nanos max_age = from_seconds(options_.load.engine_signal_max_age_s);
   for (Candidate& c : d.table) {
     std::optional<kv::EngineReading> reading;
     if (signals_) reading = signals_->fresh(c.worker, max_age);
-    if (reading) {
-      engine.waiting = reading->waiting;
-      engine.running = reading->running;
-      engine.ours_active = reading->ours_active;
-      engine.ours_prefill = reading->ours_prefill;
-      c.engine_fresh = true;
-    }
-    c.load_terms = load_terms(options_.load, c.load, c.predicted_hits, reading ? &engine : nullptr);
+    c.engine_fresh = reading.has_value();
+    c.load_terms = load_terms(options_.load, c.load, c.predicted_hits, reading ? &*reading : nullptr,
+                              blocks_per_request);
   }
   ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature, seq_hashes,
                        &options_.load};

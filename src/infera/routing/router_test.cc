@@ -159,13 +159,15 @@ class PrefillAwareRouterTest : public ::testing::Test {
     o.overlap_weight = overlap_weight;
     o.load = load;
     o.seed = 7;
-    auto r = Router::create(std::move(o), index_, load_, &predicted_);
+    // The fixture's table is on (2 s); a model without predictions gets none.
+    auto r = Router::create(std::move(o), index_, load_,
+                            load.predicted_ttl_s > 0 ? &predicted_ : nullptr);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
     return std::move(r).value();
   }
   static LoadModelOptions prefill_aware(double predicted_ttl_s = 0) {
     LoadModelOptions o = default_load_options(LoadModel::kPrefillAware);
-    o.predicted_ttl_s = predicted_ttl_s;  // the table itself is the fixture's (2 s)
+    o.predicted_ttl_s = predicted_ttl_s;  // > 0: the fixture's table (2 s) is given to the router
     return o;
   }
 
