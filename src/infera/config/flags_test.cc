@@ -152,7 +152,9 @@ TEST(KeyValuesTest, SplitsPairsInOrderAndNamesABadItem) {
 TEST(KeyValuesTest, NumbersAreFiniteAndWhole) {
   EXPECT_DOUBLE_EQ(*parse_number("0.75"), 0.75);
   EXPECT_DOUBLE_EQ(*parse_number("1e3"), 1000.0);
-  for (const char* bad : {"", "x", "1.5x", "nan", "inf", "1,5"}) EXPECT_FALSE(parse_number(bad).ok()) << bad;
+  for (const char* bad : {"", "x", "1.5x", "nan", "inf", "1,5"}) {
+    EXPECT_FALSE(parse_number(bad).ok()) << bad;
+  }
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 #include "infera/routing/load_model.h"
 
-#include "infera/config/flags.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+
+#include "infera/config/flags.h"
 
 namespace infera::routing {
 
@@ -20,7 +20,8 @@ Result<LoadModel> parse_load_model(std::string_view name) {
 }
 
 Result<TierCredit> parse_tier_credit(std::string_view text) {
-  INFERA_ASSIGN_OR_RETURN(const std::vector<config::KeyValue> items, config::parse_key_values(text));
+  INFERA_ASSIGN_OR_RETURN(const std::vector<config::KeyValue> items,
+                          config::parse_key_values(text));
   TierCredit credit{1.0, 0.0, 0.0};  // an unnamed GPU tier keeps full credit, lower tiers none
   bool seen[3] = {false, false, false};
   for (const auto& [tier, value] : items) {
@@ -117,8 +118,8 @@ LoadTerms load_terms(const LoadModelOptions& o, const kv::WorkerLoad& load, uint
         engine->waiting > engine->ours_prefill ? engine->waiting - engine->ours_prefill : 0;
     const uint32_t hidden_waiting = std::min(hidden, queued);
     const uint32_t hidden_running = hidden - hidden_waiting;
-    t.hidden = (o.prefill_weight * hidden_waiting + o.decode_weight * hidden_running) *
-               blocks_per_request;
+    t.hidden =
+        (o.prefill_weight * hidden_waiting + o.decode_weight * hidden_running) * blocks_per_request;
   }
   t.total = t.prefill + t.decode + t.hidden;
   return t;

@@ -130,8 +130,7 @@ TEST(LoadModelTest, RequestsTheEngineHoldsBeyondOursAreHiddenLoad) {
   engine.running = 1;
   EXPECT_DOUBLE_EQ(load_terms(o, now, 0, &engine, 100).hidden, 0.0);
   EXPECT_DOUBLE_EQ(
-      load_terms(default_load_options(LoadModel::kActiveBlocks), ours, 0, &engine, 100).hidden,
-      0.0)
+      load_terms(default_load_options(LoadModel::kActiveBlocks), ours, 0, &engine, 100).hidden, 0.0)
       << "the seed's model never reads the engines";
 }
 

@@ -110,8 +110,8 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
     std::optional<kv::EngineReading> reading;
     if (signals_) reading = signals_->fresh(c.worker, max_age);
     c.engine_fresh = reading.has_value();
-    c.load_terms = load_terms(options_.load, c.load, c.predicted_hits, reading ? &*reading : nullptr,
-                              blocks_per_request);
+    c.load_terms = load_terms(options_.load, c.load, c.predicted_hits,
+                              reading ? &*reading : nullptr, blocks_per_request);
   }
   ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature, seq_hashes,
                        &options_.load};
