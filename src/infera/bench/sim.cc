@@ -88,6 +88,7 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
   kv::EngineSignals signals(workers, clock);
   routing::RouterOptions router_options = options.router;
   router_options.policy = std::string(policy);
+  router_options.load.engine_poll_interval_s = options.engine_metrics_interval_s;
   INFERA_ASSIGN_OR_RETURN(
       std::unique_ptr<routing::Router> router,
       routing::Router::create(router_options, index, load, &predicted, &signals));

@@ -36,7 +36,7 @@ struct SimOptions {
   double active_block_ttl_s = 300;
   // Engine-reported load: every this many seconds of virtual time the router reads each
   // engine's waiting and running counts and KV usage, as the gateway polls /metrics by default
-  // (router.load.engine_signal_max_age_s says how long a reading is used). 0: never.
+  // (router.load's engine_poll_interval_s is set from it). 0: never.
   double engine_metrics_interval_s = 1;
   // This fraction of requests bypasses the router (another router, direct clients): each goes
   // to a worker drawn at random and is invisible to the router's own counts. 0..1.

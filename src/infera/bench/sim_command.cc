@@ -165,8 +165,6 @@ int run_sim_command(std::span<const std::string> args) {
       return 2;
     }
     choice.load = *load;
-    // A reading is used for three polls, then the router falls back to its own counts.
-    choice.load.engine_signal_max_age_s = 3 * o.engine_metrics_interval_s;
     choices.push_back(std::move(choice));
   }
   if (!(o.hidden_fraction >= 0 && o.hidden_fraction <= 1) || !(o.engine_metrics_interval_s >= 0)) {

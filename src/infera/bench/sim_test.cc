@@ -114,7 +114,6 @@ TEST(SimTest, PrefillAwareBeatsRoundRobinAtTheMedianOnMultiTurn) {
   o.engine.num_gpu_blocks = 16384;
   Result<SimResult> rr = simulate(*made, o, "round-robin");
   o.router.load = routing::default_load_options(routing::LoadModel::kPrefillAware);
-  o.router.load.engine_signal_max_age_s = 3 * o.engine_metrics_interval_s;
   Result<SimResult> aware = simulate(*made, o, "kv-aware");
   ASSERT_TRUE(rr.ok() && aware.ok());
   EXPECT_EQ(aware->report.errors, 0u);

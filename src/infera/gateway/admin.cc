@@ -179,7 +179,7 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
     }
     s["tier_credit"] = routing::format_tier_credit(lm.tier_credit);
     s["predicted_ttl_s"] = lm.predicted_ttl_s;
-    s["engine_signal_max_age_s"] = lm.engine_signal_max_age_s;
+    s["engine_reading_max_age_s"] = lm.engine_reading_max_age_s();
     s["overload_threshold"] = lm.overload_blocks;
     s["gated_workers"] = d->gated;
     s["request_blocks"] = d->request_blocks;

@@ -186,8 +186,7 @@ uint16_t Gateway::admin_port() const { return impl_->admin ? impl_->admin->port(
 Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& config) {
   INFERA_ASSIGN_OR_RETURN(routing::LoadModelOptions load_model,
                           routing::resolve_load_options(config.load_model));
-  // An engine's own reading is used for three polls, then the router falls back to its counts.
-  load_model.engine_signal_max_age_s = 3 * config.engine_metrics_interval_s;
+  load_model.engine_poll_interval_s = config.engine_metrics_interval_s;
   auto impl = std::make_unique<Impl>();
   impl->g = std::make_unique<GatewayContext>(config, load_model);
   GatewayContext& g = *impl->g;

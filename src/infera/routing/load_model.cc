@@ -68,8 +68,8 @@ Status validate(const LoadModelOptions& o) {
   if (!weight(o.overload_blocks)) {
     return invalid_argument("--kv-overload-threshold must be finite and >= 0");
   }
-  if (!weight(o.engine_signal_max_age_s)) {
-    return invalid_argument("the engine signals' max age must be finite and >= 0");
+  if (!weight(o.engine_poll_interval_s)) {
+    return invalid_argument("--engine-metrics-interval-s must be finite and >= 0");
   }
   if (!weight(o.predicted_ttl_s) || o.predicted_ttl_s > 3600) {
     return invalid_argument("--kv-predicted-ttl-s must be in [0, 3600]");

@@ -57,9 +57,12 @@ struct LoadModelOptions {
   // Predicted-on-route entries live this long (kv/predicted_blocks.h; the owner of the index
   // builds them). 0: off.
   double predicted_ttl_s = 0;
-  // Engine-reported load (kv/engine_signals.h) is used while a reading is at most this old;
-  // older or missing readings leave the router's own counts alone. 0: never used.
-  double engine_signal_max_age_s = 0;
+  // How often the owner polls the engines' own load (kv/engine_signals.h; the gateway's
+  // --engine-metrics-interval-s, the simulator's). A reading is used for kEngineReadingPolls
+  // intervals; older or missing readings leave the router's own counts alone. 0: never used.
+  double engine_poll_interval_s = 0;
+  double engine_reading_max_age_s() const { return kEngineReadingPolls * engine_poll_interval_s; }
+  static constexpr double kEngineReadingPolls = 3;
 };
 
 // The defaults of a model: active-blocks as documented (no tier credit, no gate);

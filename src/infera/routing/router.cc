@@ -38,7 +38,7 @@ Router::Router(RouterOptions options, std::unique_ptr<Policy> policy, kv::KvInde
       index_(index),
       load_(load),
       predicted_(predicted && predicted->enabled() ? predicted : nullptr),
-      signals_(signals && options_.load.engine_signal_max_age_s > 0 &&
+      signals_(signals && options_.load.engine_poll_interval_s > 0 &&
                        options_.load.model == LoadModel::kPrefillAware
                    ? signals
                    : nullptr),
@@ -105,7 +105,7 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
     }
     if (requests) blocks_per_request = static_cast<double>(blocks) / static_cast<double>(requests);
   }
-  const Nanos max_age = from_seconds(options_.load.engine_signal_max_age_s);
+  const Nanos max_age = from_seconds(options_.load.engine_reading_max_age_s());
   for (Candidate& c : d.table) {
     std::optional<kv::EngineReading> reading;
     if (signals_) reading = signals_->fresh(c.worker, max_age);

@@ -63,7 +63,7 @@ class Router {
  public:
   // `predicted` (optional) holds the predicted-on-route entries: read as hits, and written
   // for every routed request when its TTL is on. `signals` (optional) holds the engines' own
-  // load readings, used while fresh (LoadModelOptions::engine_signal_max_age_s). Each must
+  // load readings, used while fresh (LoadModelOptions::engine_reading_max_age_s). Each must
   // outlive the router.
   static Result<std::unique_ptr<Router>> create(RouterOptions options, kv::KvIndex& index,
                                                 kv::ActiveLoad& load,

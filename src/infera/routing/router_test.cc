@@ -321,7 +321,7 @@ TEST_F(PrefillAwareRouterTest, TheOverloadGateStopsAffinityForBusyWorkers) {
 TEST_F(PrefillAwareRouterTest, FreshEngineReadingsCountHiddenRequestsStaleOnesDoNot) {
   kv::EngineSignals signals(16, clock_);
   LoadModelOptions o = prefill_aware();
-  o.engine_signal_max_age_s = 3;
+  o.engine_poll_interval_s = 1;  // a reading counts for 3 s
   RouterOptions ro;
   ro.load = o;
   auto router = std::move(Router::create(ro, index_, load_, &predicted_, &signals)).value();
