@@ -61,7 +61,6 @@ bool probe_keeps_up(const std::string& workload_name, WorkloadOptions w, HttpRun
                     const SoakOptions& so, double rate, uint64_t seed) {
   w.requests = static_cast<uint32_t>(std::max(1.0, rate * so.probe_s));
   w.rate_rps = rate;
-  w.rate_given = true;
   w.seed = seed;
   Result<Workload> probe = make_workload(workload_name, w);
   if (!probe.ok()) return false;
@@ -185,7 +184,6 @@ int run_soak(const std::string& workload_name, WorkloadOptions w, HttpRunOptions
 
   w.requests = static_cast<uint32_t>(std::max(1.0, rate * so.duration_s));
   w.rate_rps = rate;
-  w.rate_given = true;
   w.seed += 1;  // new prompts, the same families
   Result<Workload> soak = make_workload(workload_name, w);
   if (!soak.ok()) {
@@ -413,10 +411,7 @@ int run_bench_command(std::span<const std::string> args) {
       return load_mooncake_trace(trace, t);
     }
     w.seed = seed;
-    if (rate >= 0) {
-      w.rate_rps = rate;
-      w.rate_given = true;
-    }
+    if (rate >= 0) w.rate_rps = rate;
     return make_workload(workload_name, w);
   }();
   if (!workload.ok()) {

@@ -225,7 +225,7 @@ int run_demo_command(std::span<const std::string> args) {
       "one infera server.\nWorkload: %u requests at %.0f req/s; %u groups share %u-token system "
       "prompts, each request adds a %u-token question and generates %u tokens.\nkv-aware runs "
       "with --kv-overlap-weight %s.\n\n",
-      d.engines, d.num_gpu_blocks, d.speedup, w.requests, w.rate_rps, w.groups, w.system_tokens,
+      d.engines, d.num_gpu_blocks, d.speedup, w.requests, *w.rate_rps, w.groups, w.system_tokens,
       w.question_tokens, w.output_tokens, d.overlap_weight.c_str());
   std::fflush(stdout);
 

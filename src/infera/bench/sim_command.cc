@@ -129,7 +129,6 @@ int run_sim_command(std::span<const std::string> args) {
       return load_mooncake_trace(trace, t);
     }
     w.seed = seed;
-    w.rate_given = f.was_set("--rate");
     w.rate_scale = rate_scale;
     return make_workload(workload_name, w);
   }();

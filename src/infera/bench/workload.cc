@@ -41,12 +41,20 @@ void finish(Workload& w) {
                    [](const RequestSpec& a, const RequestSpec& b) { return a.arrival_s < b.arrival_s; });
 }
 
+// prefix-families and rag: 8 requests/s unless the options say otherwise.
+constexpr double kDefaultRateRps = 8.0;
+
+// The options' rate (else the workload's own), scaled.
+double arrival_rate(const WorkloadOptions& o, double own_rps) {
+  return o.rate_rps.value_or(own_rps) * o.rate_scale;
+}
+
 Workload prefix_families(const WorkloadOptions& o) {
   Workload w{"prefix-families", {}};
   Rng rng(o.seed);
   const uint32_t total = o.requests ? o.requests : o.groups * 16;
   // Each request draws its family uniformly, so families interleave as independent users do.
-  const auto arrivals = poisson_arrivals(total, o.rate_rps * o.rate_scale, rng);
+  const auto arrivals = poisson_arrivals(total, arrival_rate(o, kDefaultRateRps), rng);
   for (uint32_t i = 0; i < total; ++i) {
     RequestSpec r;
     r.id = i;
@@ -179,10 +187,6 @@ void start_sessions(Workload& w, const std::vector<Session>& sessions, double ra
   }
 }
 
-double session_rate(const WorkloadOptions& o, double own_rps) {
-  return (o.rate_given ? o.rate_rps : own_rps) * o.rate_scale;
-}
-
 Workload multi_turn(const WorkloadOptions& o) {
   Workload w{"multi-turn", {}};
   Rng rng(key_of(30, o.seed));
@@ -232,7 +236,7 @@ Workload multi_turn(const WorkloadOptions& o) {
       ++sessions.back().count;
     }
   }
-  start_sessions(w, sessions, session_rate(o, kChatRateRps), rng);
+  start_sessions(w, sessions, arrival_rate(o, kChatRateRps), rng);
   return w;
 }
 
@@ -308,7 +312,7 @@ Workload agentic(const WorkloadOptions& o) {
       offset_s += think_s;
     }
   }
-  start_sessions(w, sessions, session_rate(o, kAgentRateRps), rng);
+  start_sessions(w, sessions, arrival_rate(o, kAgentRateRps), rng);
   return w;
 }
 
@@ -323,7 +327,7 @@ Workload rag(const WorkloadOptions& o) {
     sum += 1.0 / std::pow(static_cast<double>(d + 1), 1.1);
     cdf[d] = sum;
   }
-  const auto arrivals = poisson_arrivals(total, o.rate_rps * o.rate_scale, rng);
+  const auto arrivals = poisson_arrivals(total, arrival_rate(o, kDefaultRateRps), rng);
   for (uint32_t i = 0; i < total; ++i) {
     RequestSpec r;
     r.id = i;
@@ -426,7 +430,8 @@ std::vector<uint32_t> Prompt::tokens() const {
 std::vector<std::string> workload_names() { return {"prefix-families", "multi-turn", "rag", "agentic"}; }
 
 Result<Workload> make_workload(std::string_view name, const WorkloadOptions& o) {
-  if (o.rate_rps < 0 || !std::isfinite(o.rate_rps) || o.rate_scale < 0 ||
+  const double rate = o.rate_rps.value_or(0);
+  if (rate < 0 || !std::isfinite(rate) || o.rate_scale < 0 ||
       !std::isfinite(o.rate_scale)) {
     return invalid_argument("rate and rate scale must be >= 0");
   }

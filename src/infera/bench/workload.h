@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -68,14 +69,15 @@ struct Workload {
 
 // Sizes and rates. multi-turn and agentic have shapes of their own (workload.cc: the
 // distributions and what they are fitted to); of these options they follow `requests`, `seed`,
-// `tool_tokens` (agentic) and, only when `rate_given`, `rate_rps`. For them both count every
+// `tool_tokens` (agentic) and `rate_rps` when it is set. For them both count every
 // request, later turns and fan-out siblings included: `requests` N gives N requests (the last
 // session cut short), and sessions start (Poisson) so that the N arrive over N / rate seconds.
 struct WorkloadOptions {
   uint32_t requests = 0;    // 0: the workload's default size
-  double rate_rps = 8.0;    // Poisson arrival rate, requests/s
-  bool rate_given = false;  // rate_rps was chosen (--rate): multi-turn and agentic use it
-  double rate_scale = 1.0;  // multiplies the arrival rate, rate_rps or a workload's own
+  // Poisson arrival rate, requests/s; unset: the workload's own (8 for prefix-families and rag;
+  // multi-turn and agentic: workload.cc). rate_scale multiplies either.
+  std::optional<double> rate_rps;
+  double rate_scale = 1.0;
   uint64_t seed = 1;
   // prefix-families: G groups x M requests share a P-token system prompt plus a Q-token question
   uint32_t groups = 8;

@@ -214,7 +214,6 @@ TEST(WorkloadTest, MultiTurnRequestsAndRateScaleTheTrace) {
   WorkloadOptions o;
   o.requests = 2000;
   o.rate_rps = 20;
-  o.rate_given = true;
   auto w = make_workload("multi-turn", o);
   ASSERT_TRUE(w.ok());
   ASSERT_EQ(w->requests.size(), 2000u);
@@ -224,7 +223,7 @@ TEST(WorkloadTest, MultiTurnRequestsAndRateScaleTheTrace) {
   }
   EXPECT_NEAR(last_start_s, 2000.0 / 20, 25);  // 2,000 requests at 20/s: 100 s of sessions
   // The trace's own rate, scaled.
-  o.rate_given = false;
+  o.rate_rps.reset();
   o.rate_scale = 2;
   auto own = make_workload("multi-turn", o);
   ASSERT_TRUE(own.ok());
