@@ -32,6 +32,7 @@
 #include "infera/kv/engine_signals.h"
 #include "infera/kv/index.h"
 #include "tests/support/etcd_process.h"
+#include "tests/support/gateway_harness.h"
 
 namespace infera {
 namespace {
@@ -241,32 +242,14 @@ class EngineMetricsTest : public ::testing::Test {
                                   "--worker", worker.url(),    "--engine-metrics-interval-s",
                                   interval_s};
     args.insert(args.end(), extra.begin(), extra.end());
-    bool help = false;
-    std::string text;
-    auto config = config::parse_server_flags(args, &help, &text);
-    ASSERT_TRUE(config.ok()) << config.status().to_string();
-    auto g = gateway::Gateway::create(*config);
+    auto g = testing::start_gateway(args);
     ASSERT_TRUE(g.ok()) << g.status().to_string();
     gateway_ = std::move(*g);
     endpoint_ = http::Endpoint{"127.0.0.1", gateway_->port()};
   }
 
   http::Response call(http::Method method, std::string target, std::string body = {}) {
-    http::Request r;
-    r.method = method;
-    r.target = std::move(target);
-    r.body = std::move(body);
-    if (!r.body.empty()) r.headers.push_back({"Content-Type", "application/json"});
-    std::promise<http::Response> p;
-    net::co_spawn(
-        net::make_strand(loop_.context()),
-        [&]() -> net::awaitable<void> {
-          auto resp = co_await client_.request(endpoint_, std::move(r));
-          p.set_value(resp.ok() ? std::move(resp.value())
-                                : http::Response{-1, {}, resp.status().message()});
-        },
-        net::detached);
-    return p.get_future().get();
+    return testing::call(loop_, client_, endpoint_, method, std::move(target), std::move(body));
   }
 
   // The worker's entry of /v1/admin/workers (null when it is not there).

@@ -16,6 +16,7 @@
 #include "infera/common/metrics.h"
 #include "infera/events/publisher.h"
 #include "infera/gateway/gateway.h"
+#include "tests/support/gateway_harness.h"
 #include "infera/http/client.h"
 #include "infera/http/net.h"
 #include "infera/http/server.h"
@@ -223,11 +224,7 @@ class GatewayTest : public ::testing::Test {
       args.push_back(w);
     }
     args.insert(args.end(), extra.begin(), extra.end());
-    bool help = false;
-    std::string text;
-    auto config = config::parse_server_flags(args, &help, &text);
-    ASSERT_TRUE(config.ok()) << config.status().to_string();
-    auto g = gateway::Gateway::create(*config);
+    auto g = testing::start_gateway(args);
     ASSERT_TRUE(g.ok()) << g.status().to_string();
     gateway_ = std::move(*g);
     endpoint_ = http::Endpoint{"127.0.0.1", gateway_->port()};
@@ -275,18 +272,8 @@ class GatewayTest : public ::testing::Test {
   // A request through the gateway, whole response.
   http::Response call(http::Method method, std::string target, std::string body = {},
                       http::Headers headers = {}) {
-    http::Request r;
-    r.method = method;
-    r.target = std::move(target);
-    r.body = std::move(body);
-    r.headers = std::move(headers);
-    if (!r.body.empty()) r.headers.push_back({"Content-Type", "application/json"});
-    std::promise<http::Response> p;
-    net::co_spawn(net::make_strand(loop_.context()), [&]() -> net::awaitable<void> {
-      auto resp = co_await client_.request(endpoint_, std::move(r));
-      p.set_value(resp.ok() ? std::move(resp.value()) : http::Response{-1, {}, resp.status().message()});
-    }, net::detached);
-    return p.get_future().get();
+    return testing::call(loop_, client_, endpoint_, method, std::move(target), std::move(body),
+                         std::move(headers));
   }
 
   // Posts a completion as a client that gives up after 300 ms without an answer; its status.
