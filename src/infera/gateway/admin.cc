@@ -171,7 +171,7 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
     }
     s["policy"] = d->policy;
     s["overlap_weight"] = d->overlap_weight;
-    const routing::LoadModelOptions& lm = g.load_model;
+    const routing::LoadModelOptions& lm = g.router->options().load;
     s["load_model"] = routing::load_model_name(lm.model);
     if (lm.model == routing::LoadModel::kPrefillAware) {
       s["prefill_load_weight"] = lm.prefill_weight;

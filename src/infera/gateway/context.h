@@ -55,11 +55,11 @@ struct GatewayMetrics {
 };
 
 struct GatewayContext {
-  // `load_model`: the config's load-model flags, resolved (routing::resolve_load_options).
+  // `load_model`: the config's load-model flags, resolved (routing::resolve_load_options); its
+  // predicted-on-route TTL sizes `predicted`. The router keeps the options (router->options()).
   GatewayContext(const config::ServerConfig& c, const routing::LoadModelOptions& load_model);
 
   config::ServerConfig config;
-  routing::LoadModelOptions load_model;
   RequestLimits limits;
   SteadyClock clock;
   // What each engine reports of its own load (its /metrics, polled by the fleet).

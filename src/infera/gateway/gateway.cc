@@ -76,7 +76,6 @@ void GatewayMetrics::count_disagg(std::string_view stage, std::string_view worke
 GatewayContext::GatewayContext(const config::ServerConfig& c,
                                const routing::LoadModelOptions& model)
     : config(c),
-      load_model(model),
       predicted(kv::PredictedBlocks::Options{from_seconds(model.predicted_ttl_s), 1024}, clock),
       index(kv::KvIndex::Options{c.block_size, 1024, &predicted}),
       load(kv::ActiveLoad::Options{from_seconds(c.active_block_ttl_s), 1024}, clock) {
