@@ -95,5 +95,29 @@ TEST(RoutingE2eTest, ABurstOfSiblingsLandsTogetherOnlyWithPredictedOnRoute) {
   }
 }
 
+// `infera demo --compare-load-models` puts kv-aware with the prefill-aware load model beside
+// the seed's model and round-robin (a small, fast run of the README's demo).
+TEST(RoutingE2eTest, TheDemoComparesTheLoadModels) {
+  const fs::path out = fs::temp_directory_path() / ("infera_demo_e2e_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  const std::string log = (out.string() + ".log");
+  const Result<int> code = run_process(
+      {kBinary, "demo", "--compare-load-models", "--engines", "2", "--requests", "24", "--rate",
+       "40", "--groups", "4", "--system-tokens", "1024", "--speedup-ratio", "50", "--out-dir",
+       out.string()},
+      Ms(120'000), log);
+  const std::string text = read_text(log);
+  ASSERT_TRUE(code.ok()) << code.status().to_string();
+  ASSERT_EQ(*code, 0) << text;
+  EXPECT_NE(text.find("kv-aware:prefill-aware vs round-robin"), std::string::npos) << text;
+  const json::value report = parse_json(read_text(out / "infera-demo.json"));
+  for (const char* row : {"round-robin", "kv-aware", "kv-aware:prefill-aware"}) {
+    EXPECT_EQ(int_at(report, std::string("policies/") + row + "/errors"), 0) << row << "\n" << text;
+    EXPECT_EQ(int_at(report, std::string("policies/") + row + "/requests"), 24) << row;
+  }
+  fs::remove_all(out);
+  fs::remove(log);
+}
+
 }  // namespace
 }  // namespace infera::e2e

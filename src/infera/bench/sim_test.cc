@@ -121,5 +121,24 @@ TEST(SimTest, PrefillAwareBeatsRoundRobinAtTheMedianOnMultiTurn) {
   EXPECT_GT(aware->report.hit_ratio, rr->report.hit_ratio);
 }
 
+// --hidden-traffic: that share of requests goes to random workers without the router, so the
+// router predicts nothing for them; all of them are still served and counted.
+TEST(SimTest, HiddenTrafficBypassesTheRouter) {
+  const Workload w = families(40, 4);
+  SimOptions o;
+  o.workers = 4;
+  o.engine.num_gpu_blocks = 1024;
+  o.hidden_fraction = 1;
+  Result<SimResult> all = simulate(w, o, "kv-aware");
+  ASSERT_TRUE(all.ok()) << all.status().to_string();
+  EXPECT_EQ(all->report.requests, 40u);
+  EXPECT_LT(all->report.predicted_hit_ratio, 0) << "the router routed nothing";
+  o.hidden_fraction = 0.5;
+  Result<SimResult> half = simulate(w, o, "kv-aware");
+  ASSERT_TRUE(half.ok());
+  EXPECT_EQ(half->report.requests, 40u);
+  EXPECT_GE(half->report.predicted_hit_ratio, 0) << "the other half was routed";
+}
+
 }  // namespace
 }  // namespace infera::bench

@@ -1,4 +1,6 @@
 #include "infera/gateway/engine_poller.h"
+#include "infera/gateway/gateway.h"
+#include "infera/routing/load_model.h"
 
 #include <gtest/gtest.h>
 
@@ -93,6 +95,47 @@ TEST(EngineMetricsIntervalFlagTest, IsOffAtZeroAndOtherwise50MsToAnHour) {
   }
   for (const char* bad : {"0.01", "-1", "3601", "nan", "inf"}) {
     EXPECT_FALSE(parse({"--engine-metrics-interval-s", bad}).ok()) << bad;
+  }
+}
+
+// The load model's flags reach the server's config as given, and a bad one stops startup with
+// a message naming the flag (strict startup), before anything listens.
+TEST(LoadModelFlagsTest, ServerFlagsResolveOrFailNamingTheFlag) {
+  auto parse = [](std::vector<std::string> extra) {
+    std::vector<std::string> args{"--worker", "http://127.0.0.1:9"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    bool help = false;
+    std::string text;
+    return config::parse_server_flags(args, &help, &text);
+  };
+  auto c = parse({"--kv-load-model", "prefill-aware", "--kv-predicted-ttl-s", "0.5",
+                  "--kv-tier-credit", "cpu=0.5", "--kv-prefill-load-weight", "2",
+                  "--kv-decode-load-weight", "0.1", "--kv-overload-threshold", "300"});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  auto o = routing::resolve_load_options(c->load_model);
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  EXPECT_EQ(o->model, routing::LoadModel::kPrefillAware);
+  EXPECT_DOUBLE_EQ(o->predicted_ttl_s, 0.5);
+  EXPECT_DOUBLE_EQ(o->tier_credit.cpu, 0.5);
+  EXPECT_DOUBLE_EQ(o->tier_credit.disk, 0.0);
+  EXPECT_DOUBLE_EQ(o->prefill_weight, 2.0);
+  EXPECT_DOUBLE_EQ(o->decode_weight, 0.1);
+  EXPECT_DOUBLE_EQ(o->overload_blocks, 300.0);
+  auto seed = parse({});
+  ASSERT_TRUE(seed.ok());
+  EXPECT_EQ(routing::resolve_load_options(seed->load_model)->model,
+            routing::LoadModel::kActiveBlocks);
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--kv-load-model", "fastest"},
+           {"--kv-tier-credit", "tape=1"},
+           {"--kv-predicted-ttl-s", "-1"},
+           {"--kv-decode-load-weight", "-0.5"}}) {
+    auto bad = parse({flag, value});
+    ASSERT_TRUE(bad.ok()) << flag;  // the flag parser takes any number or text...
+    auto started = Gateway::create(*bad);
+    ASSERT_FALSE(started.ok()) << flag;  // ...and startup refuses it
+    EXPECT_NE(started.status().message().find(flag), std::string::npos)
+        << started.status().message();
   }
 }
 
