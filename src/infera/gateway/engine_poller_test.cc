@@ -80,14 +80,16 @@ TEST(EnginePollerTest, DeadlineIsTheIntervalWithin200MsAnd1S) {
   EXPECT_EQ(deadline(5'000), 1'000);
 }
 
+// `infera server` flags for one static worker, plus `extra`.
+Result<config::ServerConfig> parse(std::vector<std::string> extra) {
+  std::vector<std::string> args{"--worker", "http://127.0.0.1:9"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  bool help = false;
+  std::string text;
+  return config::parse_server_flags(args, &help, &text);
+}
+
 TEST(EngineMetricsIntervalFlagTest, IsOffAtZeroAndOtherwise50MsToAnHour) {
-  auto parse = [](std::vector<std::string> extra) {
-    std::vector<std::string> args{"--worker", "http://127.0.0.1:9"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    bool help = false;
-    std::string text;
-    return config::parse_server_flags(args, &help, &text);
-  };
   ASSERT_TRUE(parse({}).ok());
   EXPECT_EQ(parse({})->engine_metrics_interval_s, 1.0);
   for (const char* good : {"0", "0.05", "2.5", "3600"}) {
@@ -101,13 +103,6 @@ TEST(EngineMetricsIntervalFlagTest, IsOffAtZeroAndOtherwise50MsToAnHour) {
 // The load model's flags reach the server's config as given, and a bad one stops startup with
 // a message naming the flag (strict startup), before anything listens.
 TEST(LoadModelFlagsTest, ServerFlagsResolveOrFailNamingTheFlag) {
-  auto parse = [](std::vector<std::string> extra) {
-    std::vector<std::string> args{"--worker", "http://127.0.0.1:9"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    bool help = false;
-    std::string text;
-    return config::parse_server_flags(args, &help, &text);
-  };
   auto c = parse({"--kv-load-model", "prefill-aware", "--kv-predicted-ttl-s", "0.5",
                   "--kv-tier-credit", "cpu=0.5", "--kv-prefill-load-weight", "2",
                   "--kv-decode-load-weight", "0.1", "--kv-overload-threshold", "300"});
