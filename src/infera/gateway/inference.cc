@@ -1,56 +1,24 @@
-// The request path of ARCHITECTURE section 3: parse, tokenize (render chat), hash, score, pick,
-// register active blocks, forward and relay, release on end, error or disconnect; a worker
-// that fails before the first byte is marked and the request goes to the next best worker.
-// A split fleet (prefill and decode pools) serves a request with the protocol of its engines
-// (shared/wire/KV_EVENTS.md section 4): vLLM style, a prefill call that computes the prompt's KV
-// blocks and returns their kv_transfer_params, then a decode call carrying them, relayed to the
-// client like an aggregated answer; SGLang style, one body with bootstrap_host/port/room sent to
-// the prefill and the decode worker at once, the decode answer relayed, the prefill answer read
-// to its end and checked.
+// The request path of docs/contracts.md section 3, the gateway's half: parse, tokenize (render
+// chat), hash, admit (the in-flight cap and its queue), score and pick, and every metric and log
+// line. The exchange with the workers (the attempt loop, retries before the first byte, the
+// aggregated, vLLM two-call and SGLang paired strategies) is proxy::exchange's; the gateway is
+// its Owner (RequestOwner below): it picks each stage's worker, holds the worker's active load
+// and in-flight slot, and keeps the accounts of every call and of the request.
 #include <algorithm>
 #include <optional>
-
-#include <boost/json.hpp>
 
 #include "infera/common/log.h"
 #include "infera/gateway/context.h"
 #include "infera/http/error.h"
 #include "infera/http/net.h"
-#include "infera/http/sse.h"
 #include "infera/kv/block_hash.h"
-#include "infera/proxy/forward.h"
+#include "infera/proxy/exchange.h"
 
 namespace infera::gateway {
 namespace {
 
 std::string_view route_name(ApiKind kind) {
   return kind == ApiKind::kChatCompletions ? "/v1/chat/completions" : "/v1/completions";
-}
-
-// Headers that belong to one hop, never forwarded (RFC 9110 7.6.1), plus Host, which the
-// client sets for the worker.
-bool hop_by_hop(std::string_view name) {
-  for (std::string_view h : {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
-                             "te", "trailer", "upgrade", "content-length", "host",
-                             "proxy-authorization", "proxy-authenticate"}) {
-    if (http::iequals(name, h)) return true;
-  }
-  return false;
-}
-
-// The upstream request: the client's method, target and end-to-end headers, our request id,
-// and `body` (the client's own, or a stage's rewrite of it).
-http::Request upstream_request(const http::Request& client, const std::string& request_id,
-                               const std::string& body) {
-  http::Request up;
-  up.method = client.method;
-  up.target = client.target;
-  up.body = body;
-  for (const http::Header& h : client.headers) {
-    if (!hop_by_hop(h.name) && !http::iequals(h.name, "x-request-id")) up.headers.push_back(h);
-  }
-  up.headers.push_back({"X-Request-Id", request_id});
-  return up;
 }
 
 // Request ids and bootstrap rooms: unique per request, not a security token.
@@ -72,8 +40,7 @@ std::string make_request_id(std::string_view given) {
   return buf;
 }
 
-
-// What both paths need about one request, computed once (coroutine parameters by value).
+// What the owner needs about one request, computed once before the exchange.
 struct RoutedRequest {
   std::string route;
   std::string request_id;
@@ -179,90 +146,6 @@ class InflightCall {
   SlotQueue* slots_;
 };
 
-// The prefill call's body (as vLLM's disaggregation proxy sends it): the client's request
-// with one output token, no stream, and a request to keep the KV blocks for a remote decode.
-std::string prefill_body(const std::string& client_body) {
-  boost::system::error_code ec;
-  boost::json::value v = boost::json::parse(client_body, ec);
-  if (ec || !v.is_object()) return client_body;  // cannot happen: the request was validated
-  boost::json::object& o = v.as_object();
-  o["max_tokens"] = 1;
-  if (o.contains("max_completion_tokens")) o["max_completion_tokens"] = 1;
-  o["stream"] = false;
-  o.erase("stream_options");
-  o.erase("min_tokens");  // not supported by a prefill instance
-  o.erase("min_completion_tokens");
-  boost::json::object params;
-  params["do_remote_decode"] = true;
-  params["do_remote_prefill"] = false;
-  params["remote_engine_id"] = nullptr;
-  params["remote_block_ids"] = nullptr;
-  params["remote_host"] = nullptr;
-  params["remote_port"] = nullptr;
-  o["kv_transfer_params"] = std::move(params);
-  return boost::json::serialize(v);
-}
-
-// A stage's body: the client's body, byte for byte, plus `fields` (name, JSON text) before its
-// closing brace. A client body that already has one of the names is re-serialized with the
-// fields replacing its own.
-std::string with_fields(const std::string& client_body,
-                        const std::vector<std::pair<std::string_view, std::string>>& fields) {
-  boost::system::error_code ec;
-  boost::json::value v = boost::json::parse(client_body, ec);
-  if (ec || !v.is_object()) return client_body;  // cannot happen: the request was validated
-  boost::json::object& o = v.as_object();
-  const size_t close = client_body.rfind('}');
-  bool clash = close == std::string::npos;
-  for (const auto& [name, value] : fields) clash = clash || o.contains(name);
-  if (clash) {
-    for (const auto& [name, value] : fields) o[name] = boost::json::parse(value, ec);
-    return boost::json::serialize(v);
-  }
-  std::string out = client_body.substr(0, close);
-  bool first = o.empty();
-  for (const auto& [name, value] : fields) {
-    if (!first) out += ',';
-    first = false;
-    out += '"';
-    out += name;
-    out += "\":";
-    out += value;
-  }
-  out += client_body.substr(close);
-  return out;
-}
-
-// The decode call's body (vLLM): the client's, plus "kv_transfer_params": <params>.
-std::string decode_body(const std::string& client_body, const std::string& params) {
-  return with_fields(client_body, {{"kv_transfer_params", params}});
-}
-
-// SGLang's body for both workers: the client's, plus the prefill worker's bootstrap server
-// (its host as in its URL, IPv6 bracketed; its bootstrap port, or null when it registered none)
-// and the transfer session's room.
-std::string bootstrap_body(const std::string& client_body, const discovery::WorkerInfo& prefill,
-                           uint64_t room) {
-  const std::string host = prefill.id.substr(0, prefill.id.rfind(':'));
-  return with_fields(client_body,
-                     {{"bootstrap_host", boost::json::serialize(boost::json::value(host))},
-                      {"bootstrap_port", prefill.bootstrap_port
-                                             ? std::to_string(prefill.bootstrap_port)
-                                             : std::string("null")},
-                      {"bootstrap_room", std::to_string(room)}});
-}
-
-// The prefill answer's kv_transfer_params, serialized; nullopt when absent, null or not an
-// object (the decode worker then computes the prompt itself).
-std::optional<std::string> transfer_params(const std::string& answer) {
-  boost::system::error_code ec;
-  const boost::json::value v = boost::json::parse(answer, ec);
-  if (ec || !v.is_object()) return std::nullopt;
-  const boost::json::value* p = v.get_object().if_contains("kv_transfer_params");
-  if (p == nullptr || !p->is_object()) return std::nullopt;
-  return boost::json::serialize(*p);
-}
-
 }  // namespace
 
 Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, const OpenAiRequest& r,
@@ -344,434 +227,9 @@ std::string_view stage_label(routing::Stage stage) {
   return "";
 }
 
-// One stage's routing decision in one attempt: the worker (its blocks held as active load by
-// `ticket`), or none. With none, `answer` is the client's answer on a first attempt (shed, or
-// an error); on a later attempt it is empty and the caller answers with the last failure.
-struct StagePick {
-  const FleetMember* member = nullptr;
-  std::optional<http::Response> answer;
-};
-
-net::awaitable<StagePick> pick_worker(GatewayContext& g, std::shared_ptr<const FleetView> view,
-                                      const RoutedRequest* r, routing::Stage stage,
-                                      std::vector<kv::WorkerId> tried, uint32_t attempt,
-                                      std::optional<discovery::PdProtocol> protocol,
-                                      HeldTicket* ticket) {
-  StagePick out;
-  std::vector<kv::WorkerId> candidates;
-  const Pick pick = co_await wait_for_candidates(g, view, r->model, stage, std::move(tried),
-                                                 protocol, attempt == 0, r->deadline, &candidates);
-  if (pick != Pick::kOk) {
-    if (attempt == 0) out.answer = shed_response(g, *r, *view, pick, stage_label(stage));
-    co_return out;
-  }
-  const Nanos t_score = g.clock.now();
-  auto routed = g.router->route(r->hashes, r->prompt_tokens, candidates, stage);
-  g.metrics.score.observe(to_seconds(g.clock.now() - t_score));
-  if (!routed.ok()) {
-    out.answer = fail_response(g, *r, routed.status(), {});
-    co_return out;
-  }
-  ticket->hold(routed->ticket);
-  const routing::Decision& d = routed->decision;
-  const FleetMember* member = view->by_slot(d.worker());
-  if (member == nullptr) {  // cannot happen: candidates come from this view
-    out.answer = fail_response(g, *r, internal_error("routing chose an unknown worker"), {});
-    co_return out;
-  }
-  if (attempt == 0 && stage != routing::Stage::kDecode) record_prediction(g, *r, d);
-  INFERA_LOG(kDebug, "gateway").msg("routed").kv("request_id", r->request_id)
-      .kv("stage", routing::stage_name(stage)).kv("worker", member->info.id)
-      .kv("hits", d.chosen().cache_hits).kv("blocks", d.request_blocks)
-      .kv("active", d.chosen().active_blocks).kv("cost", d.chosen().cost)
-      .kv("attempt", attempt);
-  out.member = member;
-  co_return out;
-}
-
-// A worker that failed before the client saw a byte: marked, counted, excluded from the
-// request's next attempt.
-void note_retry(GatewayContext& g, const RoutedRequest& r, routing::Stage stage,
-                const FleetMember& m, int status, const Status& error,
-                std::vector<kv::WorkerId>& tried) {
-  g.fleet->record_failure(m);
-  g.metrics.retries.inc();
-  if (stage != routing::Stage::kAggregated) {
-    g.metrics.count_disagg(routing::stage_name(stage), m.info.id, status);
-  }
-  INFERA_LOG(kWarn, "gateway").msg("worker failed before the first byte; trying another")
-      .kv("request_id", r.request_id).kv("stage", routing::stage_name(stage))
-      .kv("worker", m.info.id).kv("error", error.message());
-  tried.push_back(m.slot);
-}
-
-// The end of a relayed exchange (the client's answer is written, or it left): the worker's
-// health, the request's timings and counters. kRetryable is the caller's.
-void settle(GatewayContext& g, const RoutedRequest& r, routing::Stage stage, const FleetMember& m,
-            const proxy::ForwardOutcome& outcome) {
-  const bool disagg = stage != routing::Stage::kAggregated;
-  int status = outcome.upstream_status;
-  switch (outcome.result) {
-    case proxy::ForwardResult::kCompleted:
-      g.fleet->record_success(m);
-      g.metrics.ttft.observe(to_seconds(outcome.first_byte - r.start));
-      g.metrics.duration.observe(to_seconds(g.clock.now() - r.start));
-      break;
-    case proxy::ForwardResult::kBrokenStream:
-      g.fleet->record_failure(m);
-      INFERA_LOG(kWarn, "gateway").msg("worker failed mid-stream")
-          .kv("request_id", r.request_id).kv("stage", routing::stage_name(stage))
-          .kv("worker", m.info.id).kv("error", outcome.error.message());
-      status = 502;
-      break;
-    case proxy::ForwardResult::kClientGone:
-    case proxy::ForwardResult::kRetryable:
-      status = 499;
-      break;
-  }
-  if (disagg) g.metrics.count_disagg(routing::stage_name(stage), m.info.id, status);
-  g.metrics.count_request(r.route, status, m.info.id);
-}
-
-// Routes among `stage`'s workers (with `protocol`, those that speak it) and relays one upstream
-// exchange (`body`) to the client: an aggregated request, or the decode stage of a vLLM-style
-// disaggregated one. A worker that fails before the first byte is marked and the next best is
-// tried (up to --retries); after it, the client gets an OpenAI error event and the stream ends
-// (proxy::forward). An empty `body` sends the client's own.
-net::awaitable<http::Response> relay(GatewayContext& g, http::Request& request,
-                                     http::ResponseWriter& out,
-                                     std::shared_ptr<const FleetView> view, RoutedRequest r,
-                                     routing::Stage stage,
-                                     std::optional<discovery::PdProtocol> protocol,
-                                     std::string body) {
-  std::vector<kv::WorkerId> tried;
-  Status last_error = unavailable("no " + std::string(stage_label(stage)) + "worker is available");
-  for (uint32_t attempt = 0; attempt <= g.config.retries; ++attempt) {
-    HeldTicket ticket(*g.router);
-    StagePick pick = co_await pick_worker(g, view, &r, stage, tried, attempt, protocol, &ticket);
-    if (pick.answer) co_return std::move(*pick.answer);
-    if (pick.member == nullptr) break;
-    const FleetMember& member = *pick.member;
-
-    http::Request up = upstream_request(request, r.request_id, body.empty() ? request.body : body);
-    proxy::ForwardOptions fo;
-    fo.deadline = r.deadline;
-    fo.on_first_byte = [&ticket] { ticket.prefill_done(); };
-    InflightCall call(g, member);
-    proxy::ForwardOutcome outcome =
-        co_await proxy::forward(*g.upstream, member.endpoint, std::move(up), out, fo, g.clock);
-    call.end();
-    ticket.release();
-    if (outcome.result != proxy::ForwardResult::kRetryable) {
-      settle(g, r, stage, member, outcome);
-      co_return http::Response{};
-    }
-    note_retry(g, r, stage, member, 502, outcome.error, tried);
-    last_error = outcome.error;
-    if (g.clock.now() > r.deadline) {
-      last_error = deadline_exceeded("the request deadline passed while retrying");
-      break;
-    }
-  }
-  co_return fail_response(g, r, last_error, {.origin = http::ErrorOrigin::kUpstream});
-}
-
-// A prefill answer that reached the client as it is: the worker refused the request (4xx).
-http::Response passed_through(GatewayContext& g, const RoutedRequest& r, const FleetMember& m,
-                              http::Response answer) {
-  http::Response resp;
-  resp.status = answer.status;
-  const std::string_view type = answer.header("Content-Type");
-  if (!type.empty()) resp.headers.push_back({"Content-Type", std::string(type)});
-  resp.headers.push_back({"X-Request-Id", r.request_id});
-  resp.body = std::move(answer.body);
-  g.metrics.count_request(r.route, resp.status, m.info.id);
-  return resp;
-}
-
-// vLLM style: prefill among the prefill workers (prefill weight), then decode among the decode
-// workers (decode weight) with the prefill answer's kv_transfer_params. Both workers carry the
-// prompt's blocks as active load until the request ends. A prefill worker that fails before
-// answering is replaced by another (up to --retries); the decode call behaves like an
-// aggregated request. `first` is the attempt-0 prefill choice, its blocks held by `ticket`.
-net::awaitable<http::Response> serve_vllm(GatewayContext& g, http::Request& request,
-                                          http::ResponseWriter& out,
-                                          std::shared_ptr<const FleetView> view, RoutedRequest r,
-                                          const FleetMember* first, HeldTicket* ticket) {
-  constexpr auto kVllm = discovery::PdProtocol::kVllm;
-  const std::string prefill_request_body = prefill_body(request.body);
-  std::optional<std::string> params;
-  bool prefilled = false;
-  std::vector<kv::WorkerId> tried;
-  Status last_error = unavailable("no prefill worker is available");
-  for (uint32_t attempt = 0; attempt <= g.config.retries && !prefilled; ++attempt) {
-    const FleetMember* member = first;
-    if (attempt > 0) {
-      StagePick pick = co_await pick_worker(g, view, &r, routing::Stage::kPrefill, tried, attempt,
-                                            kVllm, ticket);
-      if (pick.answer) co_return std::move(*pick.answer);
-      if (pick.member == nullptr) break;
-      member = pick.member;
-    }
-
-    http::Request up = upstream_request(request, r.request_id, prefill_request_body);
-    InflightCall call(g, *member);
-    auto answer = co_await g.upstream->request(member->endpoint, std::move(up));
-    call.end();
-    if (!answer.ok() && (out.client_gone() || answer.error().status.code() == StatusCode::kCancelled)) {
-      g.metrics.count_disagg("prefill", member->info.id, 499);
-      g.metrics.count_request(r.route, 499, member->info.id);
-      co_return http::Response{};
-    }
-    if (!answer.ok() || answer->status >= 500) {
-      last_error = answer.ok() ? unavailable("prefill worker answered HTTP " +
-                                             std::to_string(answer->status))
-                               : answer.error().status;
-      note_retry(g, r, routing::Stage::kPrefill, *member, answer.ok() ? answer->status : 502,
-                 last_error, tried);
-      ticket->release();
-      if (g.clock.now() > r.deadline) {
-        last_error = deadline_exceeded("the request deadline passed while retrying");
-        break;
-      }
-      continue;
-    }
-    g.fleet->record_success(*member);
-    ticket->prefill_done();  // the prefill call's answer: its worker computed the prompt
-    g.metrics.count_disagg("prefill", member->info.id, answer->status);
-    if (answer->status != 200) co_return passed_through(g, r, *member, std::move(answer.value()));
-    params = transfer_params(answer->body);
-    if (!params) {
-      INFERA_LOG(kDebug, "gateway")
-          .msg("the prefill answer carries no kv_transfer_params; decode computes the prompt")
-          .kv("request_id", r.request_id).kv("worker", member->info.id);
-    }
-    prefilled = true;
-  }
-  if (!prefilled) co_return fail_response(g, r, last_error, {.origin = http::ErrorOrigin::kUpstream});
-
-  // Stage 2: decode, relayed to the client.
-  std::string decode_request_body = params ? decode_body(request.body, *params) : request.body;
-  co_return co_await relay(g, request, out, std::move(view), std::move(r), routing::Stage::kDecode,
-                           kVllm, std::move(decode_request_body));
-}
-
-// SGLang style: the two calls of one attempt run at once on the connection's strand. Each can
-// stop the other: a prefill failure before the client saw a byte stops the decode call (the
-// decode worker would wait for KV blocks that never come), a decode failure stops the prefill
-// call (its worker would hold the blocks for a room nobody joins).
-struct PairCalls {
-  explicit PairCalls(const net::any_io_executor& ex) : prefill_stop(ex), decode_stop(ex) {}
-  net::steady_timer prefill_stop;  // cancelled when the decode call failed
-  net::steady_timer decode_stop;   // cancelled when the prefill call failed first
-  bool prefill_stopped = false;
-  bool decode_stopped = false;
-};
-
-// Returns once `stopped` is set (its timer cancelled), or when cancelled itself.
-net::awaitable<void> until_stopped(net::steady_timer* timer, const bool* stopped) {
-  if (*stopped) co_return;
-  timer->expires_at(net::steady_timer::time_point::max());
-  (void)co_await timer->async_wait(use_nothrow);
-}
-
-// The prefill call's result, read to its end and checked.
-struct PrefillCheck {
-  int status = 0;       // the worker's HTTP status; 0: no answer
-  Status error;         // ok: a 2xx answer without an error event
-  bool stopped = false;  // stopped because the decode call failed, or the client left
-  std::optional<http::Response> answer;  // a 4xx answer, for the client
-};
-
-// A prefill answer is good when it is 2xx and, streamed, carries no OpenAI error event.
-Status check_prefill_answer(const http::Response& answer) {
-  if (answer.status >= 300) {
-    return unavailable("prefill worker answered HTTP " + std::to_string(answer.status));
-  }
-  if (answer.header("Content-Type").rfind(http::kSseContentType, 0) != 0) return ok_status();
-  http::SseParser parser;
-  parser.feed(answer.body);
-  http::SseEvent ev;
-  while (parser.next(ev)) {
-    if (ev.data.starts_with("{\"error\"")) {
-      return unavailable("prefill worker's stream ended with an error: " + std::string(ev.data));
-    }
-  }
-  return parser.status();
-}
-
-// One whole upstream exchange, as a default-constructible value (awaitable operators need one).
-struct Fetched {
-  std::optional<http::Response> answer;
-  Status error;
-};
-net::awaitable<Fetched> fetch(http::Client* client, http::Endpoint to, http::Request up) {
-  Fetched f;
-  auto answer = co_await client->request(to, std::move(up));
-  if (answer.ok()) {
-    f.answer = std::move(answer.value());
-  } else {
-    f.error = answer.error().status;
-  }
-  co_return f;
-}
-
-net::awaitable<PrefillCheck> sglang_prefill(GatewayContext& g, http::Endpoint to,
-                                            http::Request up, const http::ResponseWriter* out,
-                                            PairCalls* pair) {
-  co_await net::this_coro::throw_if_cancelled(false);
-  PrefillCheck c;
-  auto call = fetch(g.upstream.get(), std::move(to), std::move(up));
-  auto stop = until_stopped(&pair->prefill_stop, &pair->prefill_stopped);
-  auto first = co_await (std::move(call) || std::move(stop));
-  if (first.index() == 1 || std::get<0>(first).error.code() == StatusCode::kCancelled) {
-    c.stopped = true;
-    c.error = cancelled("the prefill call was stopped");
-    co_return c;
-  }
-  Fetched& f = std::get<0>(first);
-  if (!f.answer) {
-    c.error = f.error;
-  } else {
-    c.status = f.answer->status;
-    c.error = check_prefill_answer(*f.answer);
-    if (f.answer->status >= 400 && f.answer->status < 500) c.answer = std::move(f.answer);
-  }
-  if (!c.error.ok() && !out->started()) {
-    pair->decode_stopped = true;
-    pair->decode_stop.cancel();
-  }
-  co_return c;
-}
-
-net::awaitable<proxy::ForwardOutcome> sglang_decode(GatewayContext& g, http::Endpoint to,
-                                                    http::Request up, http::ResponseWriter* out,
-                                                    proxy::ForwardOptions fo, PairCalls* pair) {
-  co_await net::this_coro::throw_if_cancelled(false);
-  auto call = proxy::forward(*g.upstream, to, std::move(up), *out, fo, g.clock);
-  auto stop = until_stopped(&pair->decode_stop, &pair->decode_stopped);
-  auto first = co_await (std::move(call) || std::move(stop));
-  proxy::ForwardOutcome o;
-  if (first.index() == 0) {
-    o = std::move(std::get<0>(first));
-  } else if (pair->decode_stopped && !out->started()) {
-    o.result = proxy::ForwardResult::kRetryable;  // nothing reached the client
-    o.error = unavailable("the prefill call failed");
-  } else {
-    // Not stopped by the prefill call: the request itself was cancelled (the server does so
-    // when the client goes), possibly after the answer had started. Nothing to retry: a retry
-    // would start a second response.
-    o.result = proxy::ForwardResult::kClientGone;
-    o.error = cancelled("the decode call was cancelled");
-  }
-  if (o.result == proxy::ForwardResult::kRetryable || o.result == proxy::ForwardResult::kClientGone) {
-    pair->prefill_stopped = true;
-    pair->prefill_stop.cancel();
-  }
-  co_return o;
-}
-
-// SGLang style: each attempt picks a prefill worker (prefill weight) and a decode worker (decode
-// weight), adds the prefill worker's bootstrap address and a fresh random room to the client's
-// body, and sends it to both at once. The decode answer goes to the client; the prefill answer
-// is read to its end and checked. A failure of either before the client saw a byte stops the
-// other, marks the failed worker and tries a new pair (up to --retries); after it, the client
-// gets an OpenAI error event (proxy::forward). `first` is the attempt-0 prefill choice.
-net::awaitable<http::Response> serve_sglang(GatewayContext& g, http::Request& request,
-                                            http::ResponseWriter& out,
-                                            std::shared_ptr<const FleetView> view, RoutedRequest r,
-                                            const FleetMember* first, HeldTicket* prefill_ticket) {
-  constexpr auto kSglang = discovery::PdProtocol::kSglang;
-  std::vector<kv::WorkerId> tried_prefill;
-  std::vector<kv::WorkerId> tried_decode;
-  Status last_error = unavailable("no prefill worker is available");
-  for (uint32_t attempt = 0; attempt <= g.config.retries; ++attempt) {
-    const FleetMember* prefill = first;
-    if (attempt > 0) {
-      StagePick pick = co_await pick_worker(g, view, &r, routing::Stage::kPrefill, tried_prefill,
-                                            attempt, kSglang, prefill_ticket);
-      if (pick.answer) co_return std::move(*pick.answer);
-      if (pick.member == nullptr) break;
-      prefill = pick.member;
-    }
-    HeldTicket decode_ticket(*g.router);
-    StagePick dpick = co_await pick_worker(g, view, &r, routing::Stage::kDecode, tried_decode,
-                                           attempt, kSglang, &decode_ticket);
-    if (dpick.answer) co_return std::move(*dpick.answer);
-    if (dpick.member == nullptr) break;
-    const FleetMember& decode = *dpick.member;
-
-    // A transfer session id, random non-negative 63-bit as SGLang's routers draw it.
-    const uint64_t room = random_u64() >> 1;
-    const std::string body = bootstrap_body(request.body, prefill->info, room);
-    INFERA_LOG(kDebug, "gateway").msg("sglang pair").kv("request_id", r.request_id)
-        .kv("prefill", prefill->info.id).kv("decode", decode.info.id).kv("room", room);
-    PairCalls pair(co_await net::this_coro::executor);
-    proxy::ForwardOptions fo;
-    fo.deadline = r.deadline;
-    // The prefill call stops the decode call only while the client has seen nothing; the
-    // decode call must then not start the client's response either (it may have its first
-    // piece in hand already): a retried pair would write a second response head.
-    fo.abandoned = &pair.decode_stopped;
-    // The decode worker's first token means the prompt's prefill is done on both workers.
-    fo.on_first_byte = [&decode_ticket, prefill_ticket] {
-      decode_ticket.prefill_done();
-      prefill_ticket->prefill_done();
-    };
-    InflightCall prefill_call(g, *prefill);
-    InflightCall decode_call(g, decode);
-    auto decode_op = sglang_decode(g, decode.endpoint, upstream_request(request, r.request_id, body),
-                                   &out, fo, &pair);
-    auto prefill_op = sglang_prefill(g, prefill->endpoint,
-                                     upstream_request(request, r.request_id, body), &out, &pair);
-    auto both = std::move(decode_op) && std::move(prefill_op);
-    auto [outcome, check] = co_await std::move(both);
-    prefill_call.end();
-    decode_call.end();
-    decode_ticket.release();
-    prefill_ticket->release();
-
-    const bool prefill_failed = !check.error.ok() && !check.stopped;
-    if (prefill_failed) {
-      INFERA_LOG(kWarn, "gateway").msg("prefill call failed")
-          .kv("request_id", r.request_id).kv("worker", prefill->info.id)
-          .kv("room", room).kv("error", check.error.message());
-    }
-    if (outcome.result != proxy::ForwardResult::kRetryable) {
-      // The client has its answer (or left). The prefill call only counts.
-      if (prefill_failed) {
-        g.fleet->record_failure(*prefill);
-      } else if (!check.stopped) {
-        g.fleet->record_success(*prefill);
-      }
-      g.metrics.count_disagg("prefill", prefill->info.id,
-                             check.stopped ? 499 : (check.status ? check.status : 502));
-      settle(g, r, routing::Stage::kDecode, decode, outcome);
-      co_return http::Response{};
-    }
-    if (check.answer) {  // the prefill worker refused the request itself: the client's answer
-      g.fleet->record_success(*prefill);
-      g.metrics.count_disagg("prefill", prefill->info.id, check.status);
-      co_return passed_through(g, r, *prefill, std::move(*check.answer));
-    }
-    if (prefill_failed) {
-      note_retry(g, r, routing::Stage::kPrefill, *prefill, check.status ? check.status : 502,
-                 check.error, tried_prefill);
-      last_error = check.error;
-    } else {
-      note_retry(g, r, routing::Stage::kDecode, decode, 502, outcome.error, tried_decode);
-      last_error = outcome.error;
-    }
-    if (g.clock.now() > r.deadline) {
-      last_error = deadline_exceeded("the request deadline passed while retrying");
-      break;
-    }
-  }
-  co_return fail_response(g, r, last_error, {.origin = http::ErrorOrigin::kUpstream});
-}
-
 // The stage a request's first worker is picked for: prefill on a split fleet.
-routing::Stage first_stage(const GatewayContext& g, const FleetView& view, const std::string& model) {
+routing::Stage first_stage(const GatewayContext& g, const FleetView& view,
+                           const std::string& model) {
   return g.fleet->split(view, model) ? routing::Stage::kPrefill : routing::Stage::kAggregated;
 }
 
@@ -786,23 +244,130 @@ bool queue_full(GatewayContext& g, const FleetView& view, const std::string& mod
   return candidates.empty() && at_capacity;
 }
 
-// A request on a split fleet: the protocol is the first chosen prefill worker's; retries stay
-// with workers that speak it.
-net::awaitable<http::Response> serve_disaggregated(GatewayContext& g, http::Request& request,
-                                                   http::ResponseWriter& out,
-                                                   std::shared_ptr<const FleetView> view,
-                                                   RoutedRequest r) {
-  HeldTicket prefill_ticket(*g.router);
-  std::vector<kv::WorkerId> none;
-  StagePick first = co_await pick_worker(g, view, &r, routing::Stage::kPrefill, none, 0,
-                                         std::nullopt, &prefill_ticket);
-  if (first.answer) co_return std::move(*first.answer);
-  if (discovery::pd_protocol(first.member->info) == discovery::PdProtocol::kSglang) {
-    co_return co_await serve_sglang(g, request, out, std::move(view), std::move(r), first.member,
-                                    &prefill_ticket);
+// A picked worker's route-time load (its router ticket) and its in-flight slot.
+class RouteHold final : public proxy::Hold {
+ public:
+  RouteHold(GatewayContext& g, const FleetMember& m, kv::LoadTicket ticket)
+      : ticket_(*g.router), call_(g, m) {
+    ticket_.hold(ticket);
   }
-  co_return co_await serve_vllm(g, request, out, std::move(view), std::move(r), first.member,
-                                &prefill_ticket);
+  void prefill_done() override { ticket_.prefill_done(); }
+  void call_ended() override { call_.end(); }
+
+ private:
+  HeldTicket ticket_;
+  InflightCall call_;
+};
+
+// The gateway's side of one request's exchange: routing and accounting.
+class RequestOwner final : public proxy::Owner {
+ public:
+  RequestOwner(GatewayContext& g, std::shared_ptr<const FleetView> view, const RoutedRequest& r)
+      : g_(g), view_(std::move(view)), r_(r) {}
+
+  net::awaitable<proxy::Picked> pick(routing::Stage stage, uint32_t attempt,
+                                     std::vector<kv::WorkerId> tried,
+                                     std::optional<discovery::PdProtocol> protocol) override;
+
+  void call_ended(routing::Stage stage, const proxy::Worker& w, proxy::Health health,
+                  int status) override {
+    const FleetMember& m = member(w);
+    if (health == proxy::Health::kSuccess) g_.fleet->record_success(m);
+    if (health == proxy::Health::kFailure) g_.fleet->record_failure(m);
+    if (stage != routing::Stage::kAggregated) {
+      g_.metrics.count_disagg(routing::stage_name(stage), m.info.id, status);
+    }
+  }
+
+  void retrying(routing::Stage stage, const proxy::Worker& w, const Status& error) override {
+    g_.metrics.retries.inc();
+    INFERA_LOG(kWarn, "gateway")
+        .msg("worker failed before the first byte; trying another")
+        .kv("request_id", r_.request_id)
+        .kv("stage", routing::stage_name(stage))
+        .kv("worker", w.info->id)
+        .kv("error", error.message());
+  }
+
+  void ended(const proxy::Worker& w, int status, const proxy::ForwardOutcome* relayed) override {
+    if (relayed != nullptr && relayed->result == proxy::ForwardResult::kCompleted) {
+      g_.metrics.ttft.observe(to_seconds(relayed->first_byte - r_.start));
+      g_.metrics.duration.observe(to_seconds(g_.clock.now() - r_.start));
+    }
+    if (relayed != nullptr && relayed->result == proxy::ForwardResult::kBrokenStream) {
+      INFERA_LOG(kWarn, "gateway")
+          .msg("worker failed mid-stream")
+          .kv("request_id", r_.request_id)
+          .kv("worker", w.info->id)
+          .kv("error", relayed->error.message());
+    }
+    g_.metrics.count_request(r_.route, status, w.info->id);
+  }
+
+  http::Response failed(const Status& error) override {
+    return fail_response(g_, r_, error, {.origin = http::ErrorOrigin::kUpstream});
+  }
+
+  uint64_t bootstrap_room() override { return random_u64() >> 1; }  // as SGLang's routers draw
+
+ private:
+  // The member a picked worker belongs to (one of the few this request picked).
+  const FleetMember& member(const proxy::Worker& w) const {
+    for (const FleetMember* m : picked_) {
+      if (m->slot == w.slot) return *m;
+    }
+    INFERA_CHECK(false);  // the spine reports only workers this owner picked
+    return *picked_.front();
+  }
+
+  GatewayContext& g_;
+  std::shared_ptr<const FleetView> view_;  // the members' storage, for the whole exchange
+  const RoutedRequest& r_;
+  std::vector<const FleetMember*> picked_;
+};
+
+// One stage's routing decision in one attempt. With no candidate, the answer on a first attempt
+// is the shed (429) or 503; on a later attempt none (the request ends with its last failure).
+net::awaitable<proxy::Picked> RequestOwner::pick(routing::Stage stage, uint32_t attempt,
+                                                 std::vector<kv::WorkerId> tried,
+                                                 std::optional<discovery::PdProtocol> protocol) {
+  proxy::Picked out;
+  std::vector<kv::WorkerId> candidates;
+  const Pick pick = co_await wait_for_candidates(g_, view_, r_.model, stage, std::move(tried),
+                                                 protocol, attempt == 0, r_.deadline, &candidates);
+  if (pick != Pick::kOk) {
+    if (attempt == 0) out.answer = shed_response(g_, r_, *view_, pick, stage_label(stage));
+    co_return out;
+  }
+  const Nanos t_score = g_.clock.now();
+  auto routed = g_.router->route(r_.hashes, r_.prompt_tokens, candidates, stage);
+  g_.metrics.score.observe(to_seconds(g_.clock.now() - t_score));
+  if (!routed.ok()) {
+    out.answer = fail_response(g_, r_, routed.status(), {});
+    co_return out;
+  }
+  const routing::Decision& d = routed->decision;
+  const FleetMember* m = view_->by_slot(d.worker());
+  if (m == nullptr) {  // cannot happen: candidates come from this view
+    g_.router->release(routed->ticket);
+    out.answer = fail_response(g_, r_, internal_error("routing chose an unknown worker"), {});
+    co_return out;
+  }
+  out.hold = std::make_unique<RouteHold>(g_, *m, routed->ticket);
+  if (attempt == 0 && stage != routing::Stage::kDecode) record_prediction(g_, r_, d);
+  INFERA_LOG(kDebug, "gateway")
+      .msg("routed")
+      .kv("request_id", r_.request_id)
+      .kv("stage", routing::stage_name(stage))
+      .kv("worker", m->info.id)
+      .kv("hits", d.chosen().cache_hits)
+      .kv("blocks", d.request_blocks)
+      .kv("active", d.chosen().active_blocks)
+      .kv("cost", d.chosen().cost)
+      .kv("attempt", attempt);
+  picked_.push_back(m);
+  out.worker = proxy::Worker{.slot = m->slot, .info = &m->info, .endpoint = &m->endpoint};
+  co_return out;
 }
 
 }  // namespace
@@ -873,12 +438,17 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   r.hashes = std::move(hashes);
   r.start = start;
   r.deadline = start + from_seconds(g.config.request_timeout_s);
-  if (g.fleet->split(*view, parsed->model)) {
-    co_return co_await serve_disaggregated(g, request, out, view, std::move(r));
-  }
-  std::string client_body;  // empty: relay sends the client's own body
-  co_return co_await relay(g, request, out, view, std::move(r), routing::Stage::kAggregated,
-                           std::nullopt, std::move(client_body));
+
+  proxy::ExchangeSpec spec;
+  spec.split = g.fleet->split(*view, parsed->model);
+  spec.retries = g.config.retries;
+  spec.deadline = r.deadline;
+  spec.clock = &g.clock;
+  spec.request_id = request_id;
+  RequestOwner owner(g, view, r);
+  proxy::WriterDownstream downstream(out);
+  proxy::HttpUpstream upstream(*g.upstream, g.clock);
+  co_return co_await proxy::exchange(request, downstream, upstream, owner, spec);
 }
 
 }  // namespace infera::gateway

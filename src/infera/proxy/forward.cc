@@ -30,6 +30,39 @@ Status at_deadline(Status error, Nanos deadline, const Clock& clock) {
 
 }  // namespace
 
+bool hop_by_hop(std::string_view name) {
+  for (std::string_view h :
+       {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
+        "upgrade", "content-length", "host", "proxy-authorization", "proxy-authenticate"}) {
+    if (http::iequals(name, h)) return true;
+  }
+  return false;
+}
+
+http::Request upstream_request(const http::Request& client, std::string_view request_id,
+                               std::string body) {
+  http::Request up;
+  up.method = client.method;
+  up.target = client.target;
+  up.body = std::move(body);
+  up.headers.reserve(client.headers.size() + 1);
+  for (const http::Header& h : client.headers) {
+    if (!hop_by_hop(h.name) && !http::iequals(h.name, "x-request-id")) up.headers.push_back(h);
+  }
+  up.headers.push_back({"X-Request-Id", std::string(request_id)});
+  return up;
+}
+
+net::awaitable<ForwardOutcome> HttpUpstream::relay(const http::Endpoint& to, http::Request request,
+                                                   Downstream& out, ForwardOptions options) {
+  return forward(client_, to, std::move(request), out, std::move(options), clock_);
+}
+
+net::awaitable<http::ClientResult<http::Response>> HttpUpstream::fetch(const http::Endpoint& to,
+                                                                       http::Request request) {
+  return client_.request(to, std::move(request));
+}
+
 std::string_view forward_result_name(ForwardResult result) {
   switch (result) {
     case ForwardResult::kCompleted: return "completed";
@@ -41,7 +74,7 @@ std::string_view forward_result_name(ForwardResult result) {
 }
 
 net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
-                                       http::Request request, http::ResponseWriter& out,
+                                       http::Request request, Downstream& out,
                                        ForwardOptions options, const Clock& clock) {
   ForwardOutcome o;
   // Every wait (connect, send, header, each piece of the body) ends by the request's deadline.
@@ -134,7 +167,7 @@ net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
     if (sse) {
       std::string tail = http::sse_error_event(o.error, {.origin = http::ErrorOrigin::kUpstream});
       tail += http::kSseDone;
-      (void)co_await out.write(tail);
+      (void)co_await out.write(tail, false);
     }
     (void)co_await out.finish();
     co_return o;

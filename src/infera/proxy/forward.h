@@ -1,7 +1,13 @@
-// One upstream attempt: send the client's request to one worker and relay the answer back,
-// byte for byte (the body bytes; framing is the transport's), chunk by chunk with
-// backpressure (each downstream write is awaited before the next upstream read). The outcome
-// says what happened, so the caller can retry elsewhere, mark the worker, and release load:
+// One upstream call relayed to the client, and the seams the exchange spine (exchange.h) works
+// through, so that it can be driven without sockets:
+//   - Downstream: the client's side of the exchange (an http::ResponseWriter in the server);
+//   - Upstream: how a call reaches a worker (HttpUpstream: http::Client plus forward());
+//   - the header rules: which of the client's headers go upstream.
+//
+// forward() sends the client's request to one worker and relays the answer back, byte for byte
+// (the body bytes; framing is the transport's), chunk by chunk with backpressure (each
+// downstream write is awaited before the next upstream read). The outcome says what happened,
+// so the caller can retry elsewhere, mark the worker, and release load:
 //   - kRetryable: the worker failed before any byte reached the client (refused, reset,
 //     timeout to first byte, a 5xx header): nothing was sent downstream, try the next worker;
 //   - kCompleted: the whole upstream response was relayed (any status, 4xx included);
@@ -22,6 +28,45 @@
 #include "infera/http/server.h"
 
 namespace infera::proxy {
+
+// The client's side of one exchange. The server's is WriterDownstream; tests record.
+class Downstream {
+ public:
+  virtual ~Downstream() = default;
+  virtual net::awaitable<Status> write_head(int status, http::Headers headers) = 0;
+  // Resumes once the bytes are accepted (backpressure); `last` also ends the body.
+  virtual net::awaitable<Status> write(std::string_view bytes, bool last) = 0;
+  virtual net::awaitable<Status> finish() = 0;
+  virtual bool started() const = 0;      // the head went (or is going) to the client
+  virtual bool client_gone() const = 0;  // the client closed, reset, or a write to it failed
+};
+
+class WriterDownstream final : public Downstream {
+ public:
+  explicit WriterDownstream(http::ResponseWriter& out) : out_(out) {}
+  net::awaitable<Status> write_head(int status, http::Headers headers) override {
+    return out_.write_head(status, std::move(headers));
+  }
+  net::awaitable<Status> write(std::string_view bytes, bool last) override {
+    return out_.write(bytes, last);
+  }
+  net::awaitable<Status> finish() override { return out_.finish(); }
+  bool started() const override { return out_.started(); }
+  bool client_gone() const override { return out_.client_gone(); }
+
+ private:
+  http::ResponseWriter& out_;
+};
+
+// Headers that belong to one hop and are never forwarded (RFC 9110 7.6.1), plus Host, which
+// the client sets for the worker, and Content-Length, which follows the body sent.
+bool hop_by_hop(std::string_view name);
+
+// The request sent to a worker: the client's method, target and end-to-end headers, the
+// gateway's request id (replacing the client's X-Request-Id), and `body` (the client's own, or a
+// stage's rewrite of it).
+http::Request upstream_request(const http::Request& client, std::string_view request_id,
+                               std::string body);
 
 // The client's own deadlines bound each wait (connect, first byte, silence inside a stream:
 // http::ClientOptions); `deadline` bounds the whole exchange: every socket wait is armed for
@@ -54,7 +99,33 @@ struct ForwardOutcome {
 // Forwards `request` to `to`. The response header is held back until the first body piece
 // arrives, so a worker that dies between its header and its first token is still retryable.
 net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
-                                       http::Request request, http::ResponseWriter& out,
+                                       http::Request request, Downstream& out,
                                        ForwardOptions options, const Clock& clock);
+
+// How the spine reaches workers. Both calls run on the calling coroutine's executor and honour
+// its cancellation (a cancelled call closes its connection, so the worker sees it go).
+class Upstream {
+ public:
+  virtual ~Upstream() = default;
+  // One call whose answer is relayed to the client (forward()).
+  virtual net::awaitable<ForwardOutcome> relay(const http::Endpoint& to, http::Request request,
+                                               Downstream& out, ForwardOptions options) = 0;
+  // One call whose whole answer comes back to the spine (a prefill call).
+  virtual net::awaitable<http::ClientResult<http::Response>> fetch(const http::Endpoint& to,
+                                                                   http::Request request) = 0;
+};
+
+class HttpUpstream final : public Upstream {
+ public:
+  HttpUpstream(http::Client& client, const Clock& clock) : client_(client), clock_(clock) {}
+  net::awaitable<ForwardOutcome> relay(const http::Endpoint& to, http::Request request,
+                                       Downstream& out, ForwardOptions options) override;
+  net::awaitable<http::ClientResult<http::Response>> fetch(const http::Endpoint& to,
+                                                           http::Request request) override;
+
+ private:
+  http::Client& client_;
+  const Clock& clock_;
+};
 
 }  // namespace infera::proxy
