@@ -1,4 +1,4 @@
-// infera: one binary, one subcommand per process kind (ARCHITECTURE section 1).
+// infera: one binary, one subcommand per process kind (docs/contracts.md section 1).
 // Thin by design: pick the subcommand, hand it the remaining arguments, return its exit code.
 #include <sys/resource.h>
 

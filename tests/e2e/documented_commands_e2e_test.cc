@@ -1,5 +1,5 @@
 // The product documentation's command lines, run as written (issue 8, "The documented commands,
-// verbatim"): the server with ARCHITECTURE section 2's flags, both as `infera server ...` and
+// verbatim"): the server with docs/contracts.md section 2's flags, both as `infera server ...` and
 // as `python3 -m infera.server ...`; workers through the launchers' Python entry points
 // (`python3 -m infera.engine.vllm --model M ... --block-size 16 --enable-kv-events
 // --etcd-endpoint E`, `python3 -m infera.engine.sglang --model-path M --page-size 16 ...`)
@@ -27,7 +27,7 @@ std::vector<std::pair<std::string, std::string>> shim_env() {
   return {{"PYTHONPATH", std::string(INFERA_SOURCE_DIR) + "/python"}, {"INFERA_BIN", kBinary}};
 }
 
-// ARCHITECTURE section 2 / README "Usage", flag for flag, plus loopback and a free port.
+// docs/contracts.md section 2 / README "Usage", flag for flag, plus loopback and a free port.
 std::vector<std::string> documented_server_flags(const std::string& etcd) {
   return {"--router-policy",
           "kv-aware",

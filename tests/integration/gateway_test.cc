@@ -319,8 +319,8 @@ std::vector<uint32_t> prompt_ids(uint32_t family, size_t blocks) {
 }
 
 // A LoRA adapter's blocks are keyed with the adapter's name folded into the hash seed
-// (ARCHITECTURE section 4), both in the KV events that name it (`lora_name`) and in requests for
-// it: a request for the adapter finds the blocks its events stored, a request for the base model
+// (docs/contracts.md section 4), both in the KV events that name it (`lora_name`) and in requests
+// for it: a request for the adapter finds the blocks its events stored, a request for the base model
 // with the same tokens does not (another adapter's KV is not its KV).
 TEST_F(GatewayTest, ALoraAdaptersRequestsFindTheBlocksItsEventsStored) {
   FakeEngine a(loop_), b(loop_);

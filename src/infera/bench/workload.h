@@ -1,5 +1,5 @@
-// Workloads for `infera bench` and `infera sim` (ARCHITECTURE section 10): seeded generators of
-// prefix-sharing request streams (prefix families, multi-turn chat, RAG, agentic loops) and the
+// Workloads for `infera bench` and `infera sim` (docs/contracts.md section 10): seeded generators
+// of prefix-sharing request streams (prefix families, multi-turn chat, RAG, agentic loops) and the
 // Mooncake trace replay. A workload is a list of requests with prompts (as recipes, see Prompt),
 // output lengths, open-loop arrival times and, for conversations and agents, dependencies on
 // earlier requests (see Dependencies). The same workload object drives real HTTP (bench) and

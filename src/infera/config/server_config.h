@@ -1,5 +1,5 @@
 // ServerConfig: every setting of `infera server`, with the product documentation's flag names
-// (ARCHITECTURE section 2: those names are a contract) and defaults, parsed and validated once
+// (docs/contracts.md section 2: those names are a contract) and defaults, parsed and validated once
 // at startup. Immutable afterwards; any thread may read it.
 #pragma once
 

@@ -1,6 +1,6 @@
 // Worker sources: where the gateway learns its fleet. A source delivers immutable WorkerSet
 // snapshots to a listener whenever the fleet changes: StaticWorkerSource once (the --worker
-// flags), EtcdWorkerSource on every change of the etcd prefix (ARCHITECTURE section 8).
+// flags), EtcdWorkerSource on every change of the etcd prefix (docs/contracts.md section 8).
 // start()/stop() from the owner's thread; the listener is called on the source's executor (an
 // event-loop thread), never concurrently with itself.
 #pragma once

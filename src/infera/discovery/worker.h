@@ -1,5 +1,5 @@
 // WorkerInfo: what the fleet knows about one engine worker, from a static --worker flag or an
-// etcd record (ARCHITECTURE section 8), and the two text forms it travels in: the pinned
+// etcd record (docs/contracts.md section 8), and the two text forms it travels in: the pinned
 // `--worker URL[,kv=..][,replay=..][,topic=..][,role=..]` syntax and the JSON record engines
 // register under `infera/workers/<role>/<host:port>`. Plain values; any thread.
 #pragma once

@@ -1,5 +1,5 @@
 // `infera engine vllm` and `infera engine sglang`: launchers of the real engines
-// (ARCHITECTURE section 1). A launcher builds the engine's command line (prefix caching, the
+// (docs/contracts.md section 1). A launcher builds the engine's command line (prefix caching, the
 // block/page size, KV events over ZeroMQ on chosen ports, PYTHONHASHSEED=0, unknown flags passed
 // through verbatim), starts it as a child in its own process group, waits for GET /health to
 // answer 200, registers the worker in etcd under a kept-alive lease (the same record as

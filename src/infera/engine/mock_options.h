@@ -1,5 +1,5 @@
-// MockOptions: every setting of `infera engine mock` (ARCHITECTURE section 2: vLLM's flag names
-// are a contract), parsed from flags and validated once at startup by parse_mock_flags; vLLM's
+// MockOptions: every setting of `infera engine mock` (docs/contracts.md section 2: vLLM's flag
+// names are a contract), parsed from flags and validated once at startup by parse_mock_flags; vLLM's
 // --kv-events-config JSON is parsed into KvEventsConfig with vLLM's exact keys. Plain values:
 // built on the main thread, immutable afterwards, readable from any thread.
 #pragma once
@@ -31,7 +31,7 @@ struct KvEventsConfig {
   std::string topic;
 };
 
-// The configuration `--enable-kv-events` alone stands for (ARCHITECTURE section 2): vLLM's
+// The configuration `--enable-kv-events` alone stands for (docs/contracts.md section 2): vLLM's
 // documented serving example, with a replay socket and the topic "kv-events".
 KvEventsConfig default_enabled_kv_events_config();
 

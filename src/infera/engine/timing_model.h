@@ -1,5 +1,5 @@
-// TimingModel: how long one scheduler step of the simulated engine takes (ARCHITECTURE 9). The
-// polynomials are NVIDIA Dynamo's mocker coefficients, fitted on real GPU profiles:
+// TimingModel: how long one scheduler step of the simulated engine takes (docs/contracts.md
+// section 9). The polynomials are NVIDIA Dynamo's mocker coefficients, fitted on real GPU profiles:
 //   prefill ms = 4.209989e-7 t^2 + 1.518344e-2 t + 16.50142   (t = uncached prompt tokens)
 //   decode  ms = max(1, -25.74 p^2 + 54.01 p + 5.74)          (p = used KV fraction, 0..1)
 // A plain value with pure functions; any thread.

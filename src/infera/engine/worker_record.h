@@ -1,4 +1,4 @@
-// The worker record an engine registers in discovery (ARCHITECTURE section 8), built the same
+// The worker record an engine registers in discovery (docs/contracts.md section 8), built the same
 // way by `infera engine mock` (MockEngine) and by the launchers of real engines (launcher.h):
 // the URL and KV-event endpoints with a wildcard host replaced by the advertise host, role,
 // topic, block size, model and engine name. Plain functions; any thread.

@@ -18,7 +18,7 @@
 namespace infera::events {
 
 // "GPU" or none -> GPU; "CPU", "CPU_TIER1" -> CPU; anything else ("CPU_TIER2", "DISK", "SSD",
-// "STORAGE", ...) -> a disk-like lower tier, never GPU (ARCHITECTURE section 5). ASCII case is
+// "STORAGE", ...) -> a disk-like lower tier, never GPU (docs/contracts.md section 5). ASCII case is
 // ignored.
 kv::Medium medium_of(const std::optional<std::string>& medium);
 

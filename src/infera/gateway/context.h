@@ -93,9 +93,9 @@ void add_metric_collectors(GatewayContext& g);
 Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, const OpenAiRequest& r,
                                             Nanos& tokenize_time);
 
-// The prompt's block hashes as the KV index keys them (ARCHITECTURE section 4): for a model the
-// fleet serves as a LoRA adapter (`adapter`, from Fleet::lookup), seeded with the adapter's
-// name, as the router hashes the blocks of KV events that name it (vLLM's `lora_name`).
+// The prompt's block hashes as the KV index keys them (docs/contracts.md section 4): for a
+// model the fleet serves as a LoRA adapter (`adapter`, from Fleet::lookup), seeded with the
+// adapter's name, as the router hashes the blocks of KV events that name it (vLLM's `lora_name`).
 void prompt_hashes(const GatewayContext& g, std::string_view model, bool adapter,
                    std::span<const uint32_t> ids, std::vector<uint64_t>& out);
 

@@ -1,6 +1,6 @@
 // Gateway: the composition root of `infera server`. It builds every module from a validated
 // ServerConfig (tokenizer, KV index, active load, router, fleet + worker source + KV-event
-// subscribers, upstream client, HTTP server, metrics), registers the routes of ARCHITECTURE
+// subscribers, upstream client, HTTP server, metrics), registers the routes of docs/contracts.md
 // section 7, and owns every lifetime. The request path itself lives in inference.cc; the
 // admin, metrics and discovery-facing endpoints in admin.cc.
 // create/start/shutdown from the main thread; handlers run on the event loop's threads.

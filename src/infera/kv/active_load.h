@@ -1,7 +1,7 @@
 // ActiveLoad: what is in flight on each worker, as the router registered it. Per worker, the
 // distinct block hashes of all requests in flight on it (a prefix shared by several in-flight
 // requests counts once), as reference counts: `active_blocks(w)` of the cost function
-// (ARCHITECTURE 6). Each request also has a phase, for the prefill-aware load model
+// (docs/contracts.md section 6). Each request also has a phase, for the prefill-aware load model
 // (routing/load_model.h): it is in prefill from routing until its first token comes back
 // (prefill_done), carrying the prompt blocks the worker must still compute (its uncached
 // blocks at routing time), then in decode, carrying its prompt blocks as KV held. A request is

@@ -1,5 +1,5 @@
-// Router block hashing: the one implementation in infera (ARCHITECTURE section 4, bit-exact with
-// NVIDIA Dynamo). Tokens are split into full blocks of `block_size` (a trailing partial block is
+// Router block hashing: the one implementation in infera (docs/contracts.md section 4, bit-exact
+// with NVIDIA Dynamo). Tokens are split into full blocks of `block_size` (a trailing partial block is
 // ignored); local[i] = XXH3-64(seed) over the block's token ids as u32 little-endian;
 // seq[0] = local[0]; seq[i] = XXH3-64(seed) over u64 LE seq[i-1] then u64 LE local[i].
 // The seed is 1337, or 1337 + XXH3-64(lora name, seed 0) for a LoRA adapter.

@@ -1,4 +1,4 @@
-// kv-aware: ARCHITECTURE section 6.
+// kv-aware: docs/contracts.md section 6.
 //   cost(w) = overlap_weight * (request_blocks - cache_hits(w)) + active_blocks(w)
 // exactly, with the active-blocks load model (the default); with another load model
 // (load_model.h) cache_hits(w) becomes the credited hits (predicted-on-route blocks, lower tiers

@@ -10,7 +10,7 @@
 namespace infera::routing {
 namespace {
 
-// The product documentation's worked example (ARCHITECTURE section 6), on the cost alone:
+// The product documentation's worked example (docs/contracts.md section 6), on the cost alone:
 // a 10-block prompt, weight 1.0; W0 hits 8, active 6 -> cost 8; W1 hits 0, active 1 -> 11.
 TEST(KvAwareTest, WorkedExampleCosts) {
   EXPECT_DOUBLE_EQ(kv_aware_cost(1.0, 10, 8, 6), 8.0);

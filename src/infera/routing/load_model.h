@@ -1,4 +1,4 @@
-// Load models: the load(w) term of the kv-aware cost (ARCHITECTURE section 6)
+// Load models: the load(w) term of the kv-aware cost (docs/contracts.md section 6)
 //   cost(w) = overlap_weight * (request_blocks - credited_hits(w)) + load(w)
 // and what a hit is worth (tier credit). Chosen with --kv-load-model:
 //   - active-blocks (default): load(w) = active_blocks(w), the distinct blocks of the requests in

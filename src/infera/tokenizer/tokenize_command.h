@@ -1,5 +1,5 @@
-// `infera tokenize --tokenizer PATH_OR_ID [--add-special-tokens]` (ARCHITECTURE section 2, pinned):
-// JSON lines in, JSON lines out, through the PromptEncoder the router uses.
+// `infera tokenize --tokenizer PATH_OR_ID [--add-special-tokens]` (docs/contracts.md section 2,
+// pinned): JSON lines in, JSON lines out, through the PromptEncoder the router uses.
 //   in:  {"text": "..."}  or  {"messages": [...], "tools": [...], "add_generation_prompt": true,
 //        "chat_template_kwargs": {...}}
 //   out: {"ids": [...]}   plus "prompt": "<rendered text>" for messages; a line that fails
