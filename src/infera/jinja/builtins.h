@@ -51,6 +51,7 @@ enum class FilterId : uint8_t {
   kUnique,
   kUpper,
   kWordcount,
+  kNumIds,  // not a filter: the number of ids (filters.cc's table has one entry per id)
 };
 
 enum class TestId : uint8_t {

@@ -688,6 +688,31 @@ Flow Interpreter::exec_for(const Stmt& s, Scope* scope) {
 
 // --- expressions ------------------------------------------------------------------------------
 
+namespace {
+// -v and +v.
+bool unary(Interpreter& in, const Expr& e, bool negate, const Value& v, Value* out) {
+  switch (v.kind) {
+    case Kind::kUndefined:
+      return in.fail_undefined(e, v);
+    case Kind::kBool:
+      *out = Value::integer(negate ? -static_cast<int64_t>(v.b) : static_cast<int64_t>(v.b));
+      return true;
+    case Kind::kInt:
+      if (negate && v.i == std::numeric_limits<int64_t>::min()) {
+        return in.fail(e, "integer overflow (infera supports 64-bit integers)");
+      }
+      *out = Value::integer(negate ? -v.i : v.i);
+      return true;
+    case Kind::kFloat:
+      *out = Value::floating(negate ? -v.f : v.f);
+      return true;
+    default:
+      return in.fail(e, std::string("bad operand type for unary ") + (negate ? "-" : "+") + ": '" +
+                            std::string(Interpreter::type_name(v)) + "'");
+  }
+}
+}  // namespace
+
 bool Interpreter::eval(const Expr& e, Scope* scope, Value* out) {
   if (++steps_ > limits_.max_steps) {
     return fail_limit("more than " + std::to_string(limits_.max_steps) + " steps");
@@ -704,47 +729,10 @@ bool Interpreter::eval(const Expr& e, Scope* scope, Value* out) {
       lookup(scope, e.symbol, out);
       return true;
     case ExprKind::kList:
-    case ExprKind::kTuple: {
-      const size_t n = e.args.size();
-      Value* items = nullptr;
-      if (!new_values(e, n, &items)) return false;
-      int depth = 0;
-      for (size_t i = 0; i < n; ++i) {
-        if (!eval(*e.args[i], scope, &items[i])) return false;
-        depth = std::max(depth, value_depth(items[i]));
-      }
-      if (depth + 1 > kMaxValueDepth) return fail(e, "value nested too deeply");
-      *out = Value::list(items, n,
-                         e.kind == ExprKind::kTuple ? ListFlavor::kTuple : ListFlavor::kList);
-      out->owner = static_cast<uint8_t>(depth + 1);
-      return true;
-    }
-    case ExprKind::kDict: {
-      std::vector<DictEntry> entries;
-      entries.reserve(e.args.size() / 2);
-      for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
-        DictEntry entry;
-        if (!eval(*e.args[i], scope, &entry.key) || !eval(*e.args[i + 1], scope, &entry.value)) {
-          return false;
-        }
-        if (entry.key.kind == Kind::kList || entry.key.kind == Kind::kDict ||
-            entry.key.kind == Kind::kUndefined || entry.key.kind == Kind::kNamespace) {
-          if (!(entry.key.kind == Kind::kList && entry.key.flavor() == ListFlavor::kTuple)) {
-            return fail(e, "unhashable type: '" + std::string(type_name(entry.key)) + "'");
-          }
-        }
-        bool replaced = false;  // a repeated key keeps its first position, takes the last value
-        for (DictEntry& existing : entries) {
-          if (equals(existing.key, entry.key)) {
-            existing.value = entry.value;
-            replaced = true;
-            break;
-          }
-        }
-        if (!replaced) entries.push_back(entry);
-      }
-      return new_dict(e, entries, out);
-    }
+    case ExprKind::kTuple:
+      return eval_list(e, scope, out);
+    case ExprKind::kDict:
+      return eval_dict(e, scope, out);
     case ExprKind::kGetAttr: {
       Value obj;
       if (!eval(*e.a, scope, &obj)) return false;
@@ -783,26 +771,7 @@ bool Interpreter::eval(const Expr& e, Scope* scope, Value* out) {
     case ExprKind::kPos: {
       Value v;
       if (!eval(*e.a, scope, &v)) return false;
-      const bool neg = e.kind == ExprKind::kNeg;
-      switch (v.kind) {
-        case Kind::kUndefined:
-          return fail_undefined(e, v);
-        case Kind::kBool:
-          *out = Value::integer(neg ? -static_cast<int64_t>(v.b) : static_cast<int64_t>(v.b));
-          return true;
-        case Kind::kInt:
-          if (neg && v.i == std::numeric_limits<int64_t>::min()) {
-            return fail(e, "integer overflow (infera supports 64-bit integers)");
-          }
-          *out = Value::integer(neg ? -v.i : v.i);
-          return true;
-        case Kind::kFloat:
-          *out = Value::floating(neg ? -v.f : v.f);
-          return true;
-        default:
-          return fail(e, std::string("bad operand type for unary ") + (neg ? "-" : "+") + ": '" +
-                             std::string(type_name(v)) + "'");
-      }
+      return unary(*this, e, e.kind == ExprKind::kNeg, v, out);
     }
     case ExprKind::kNot: {
       Value v;
@@ -816,33 +785,8 @@ bool Interpreter::eval(const Expr& e, Scope* scope, Value* out) {
       if (!eval(*e.a, scope, &a) || !eval(*e.b, scope, &b)) return false;
       return binary(e, static_cast<BinOp>(e.op), a, b, out);
     }
-    case ExprKind::kConcat: {
-      Value acc;
-      std::string scratch;
-      for (size_t i = 0; i < e.args.size(); ++i) {
-        Value part;
-        if (!eval(*e.args[i], scope, &part)) return false;
-        std::string_view piece;
-        if (part.kind == Kind::kString) {
-          piece = part.sv();
-        } else {
-          scratch.clear();
-          to_str(part, &scratch);
-          piece = scratch;
-        }
-        if (i == 0) {
-          if (part.kind == Kind::kString) {
-            acc = part;
-          } else if (!new_string(e, piece, &acc)) {
-            return false;
-          }
-        } else if (!concat_strings(e, acc, piece, &acc)) {
-          return false;
-        }
-      }
-      *out = acc;
-      return true;
-    }
+    case ExprKind::kConcat:
+      return eval_concat(e, scope, out);
     case ExprKind::kAnd: {
       if (!eval(*e.a, scope, out)) return false;
       if (!truthy(*out)) return true;
@@ -853,23 +797,8 @@ bool Interpreter::eval(const Expr& e, Scope* scope, Value* out) {
       if (truthy(*out)) return true;
       return eval(*e.b, scope, out);
     }
-    case ExprKind::kCompare: {
-      Value left;
-      if (!eval(*e.args[0], scope, &left)) return false;
-      for (size_t i = 0; i < e.cmp_ops.size(); ++i) {
-        Value right;
-        if (!eval(*e.args[i + 1], scope, &right)) return false;
-        bool r = false;
-        if (!compare(e, e.cmp_ops[i], left, right, &r)) return false;
-        if (!r) {
-          *out = Value::boolean(false);
-          return true;
-        }
-        left = right;
-      }
-      *out = Value::boolean(true);
-      return true;
-    }
+    case ExprKind::kCompare:
+      return eval_compare(e, scope, out);
     case ExprKind::kCondExpr: {
       Value c;
       if (!eval(*e.b, scope, &c)) return false;
@@ -882,6 +811,94 @@ bool Interpreter::eval(const Expr& e, Scope* scope, Value* out) {
     }
   }
   return fail(e, "unknown expression");
+}
+
+bool Interpreter::eval_list(const Expr& e, Scope* scope, Value* out) {
+  const size_t n = e.args.size();
+  Value* items = nullptr;
+  if (!new_values(e, n, &items)) return false;
+  int depth = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!eval(*e.args[i], scope, &items[i])) return false;
+    depth = std::max(depth, value_depth(items[i]));
+  }
+  if (depth + 1 > kMaxValueDepth) return fail(e, "value nested too deeply");
+  *out = Value::list(items, n, e.kind == ExprKind::kTuple ? ListFlavor::kTuple : ListFlavor::kList);
+  out->owner = static_cast<uint8_t>(depth + 1);
+  return true;
+}
+
+bool Interpreter::eval_dict(const Expr& e, Scope* scope, Value* out) {
+  std::vector<DictEntry> entries;
+  entries.reserve(e.args.size() / 2);
+  for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+    DictEntry entry;
+    if (!eval(*e.args[i], scope, &entry.key) || !eval(*e.args[i + 1], scope, &entry.value)) {
+      return false;
+    }
+    if (entry.key.kind == Kind::kList || entry.key.kind == Kind::kDict ||
+        entry.key.kind == Kind::kUndefined || entry.key.kind == Kind::kNamespace) {
+      if (!(entry.key.kind == Kind::kList && entry.key.flavor() == ListFlavor::kTuple)) {
+        return fail(e, "unhashable type: '" + std::string(type_name(entry.key)) + "'");
+      }
+    }
+    bool replaced = false;  // a repeated key keeps its first position, takes the last value
+    for (DictEntry& existing : entries) {
+      if (equals(existing.key, entry.key)) {
+        existing.value = entry.value;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) entries.push_back(entry);
+  }
+  return new_dict(e, entries, out);
+}
+
+bool Interpreter::eval_concat(const Expr& e, Scope* scope, Value* out) {
+  Value acc;
+  std::string scratch;
+  for (size_t i = 0; i < e.args.size(); ++i) {
+    Value part;
+    if (!eval(*e.args[i], scope, &part)) return false;
+    std::string_view piece;
+    if (part.kind == Kind::kString) {
+      piece = part.sv();
+    } else {
+      scratch.clear();
+      to_str(part, &scratch);
+      piece = scratch;
+    }
+    if (i == 0) {
+      if (part.kind == Kind::kString) {
+        acc = part;
+      } else if (!new_string(e, piece, &acc)) {
+        return false;
+      }
+    } else if (!concat_strings(e, acc, piece, &acc)) {
+      return false;
+    }
+  }
+  *out = acc;
+  return true;
+}
+
+bool Interpreter::eval_compare(const Expr& e, Scope* scope, Value* out) {
+  Value left;
+  if (!eval(*e.args[0], scope, &left)) return false;
+  for (size_t i = 0; i < e.cmp_ops.size(); ++i) {
+    Value right;
+    if (!eval(*e.args[i + 1], scope, &right)) return false;
+    bool r = false;
+    if (!compare(e, e.cmp_ops[i], left, right, &r)) return false;
+    if (!r) {
+      *out = Value::boolean(false);
+      return true;
+    }
+    left = right;
+  }
+  *out = Value::boolean(true);
+  return true;
 }
 
 bool Interpreter::eval_filter_chain(const Expr& e, Scope* scope, const Value& input, Value* out) {
@@ -1661,15 +1678,119 @@ bool Interpreter::slice(const Expr& at, const Value& obj, const Expr& sl, Scope*
 
 // --- arithmetic -------------------------------------------------------------------------------
 
+namespace {
+
+bool unsupported_operands(Interpreter& in, const Expr& at, BinOp op, const Value& a,
+                          const Value& b) {
+  static constexpr std::string_view kOpText[] = {"+", "-", "*", "/", "//", "%", "** or pow()"};
+  return in.fail(at, "unsupported operand type(s) for " +
+                         std::string(kOpText[static_cast<int>(op)]) + ": '" +
+                         std::string(Interpreter::type_name(a)) + "' and '" +
+                         std::string(Interpreter::type_name(b)) + "'");
+}
+
+// a + b when they are not both numbers nor both strings: list + list, tuple + tuple, or
+// Python's TypeError.
+bool add_sequences(Interpreter& in, const Expr& at, const Value& a, const Value& b, Value* out) {
+  if (a.is_sequence() && b.is_sequence() && a.flavor() == b.flavor()) {
+    if (!in.charge(at, a.size + b.size)) return false;
+    std::vector<Value> items(a.items, a.items + a.size);
+    items.insert(items.end(), b.items, b.items + b.size);
+    return in.new_list(at, items, a.flavor(), out);
+  }
+  const std::string b_type(Interpreter::type_name(b));
+  if (a.kind == Kind::kString) {
+    return in.fail(at, "can only concatenate str (not \"" + b_type + "\") to str");
+  }
+  if (a.is_sequence()) {
+    const std::string a_type(Interpreter::type_name(a));
+    return in.fail(at, "can only concatenate " + a_type + " (not \"" + b_type + "\") to " + a_type);
+  }
+  return unsupported_operands(in, at, BinOp::kAdd, a, b);
+}
+
+// a * b when they are not both numbers: str, list or tuple times an int (either order), or
+// Python's TypeError.
+bool repeat_sequence(Interpreter& in, const Expr& at, const Value& a, const Value& b, Value* out) {
+  const Value* seq = nullptr;
+  int64_t times = 0;
+  if ((a.kind == Kind::kString || a.is_sequence()) && is_intlike(b)) {
+    seq = &a;
+    times = as_int(b);
+  } else if ((b.kind == Kind::kString || b.is_sequence()) && is_intlike(a)) {
+    seq = &b;
+    times = as_int(a);
+  } else {
+    if (a.kind == Kind::kString || b.kind == Kind::kString || a.is_sequence() || b.is_sequence()) {
+      const Value& other = (a.kind == Kind::kString || a.is_sequence()) ? b : a;
+      return in.fail(at, "can't multiply sequence by non-int of type '" +
+                             std::string(Interpreter::type_name(other)) + "'");
+    }
+    return unsupported_operands(in, at, BinOp::kMul, a, b);
+  }
+  // An empty sequence repeated is empty however many times: no loop (a template's `'' * 2**62`
+  // would otherwise spin, charging no work).
+  if (times < 0 || seq->size == 0) times = 0;
+  const size_t max_memory_bytes = in.limits().max_memory_bytes;
+  const size_t unit = seq->kind == Kind::kString ? seq->size : seq->size * sizeof(Value);
+  if (unit != 0 && static_cast<uint64_t>(times) > max_memory_bytes / unit) {
+    return in.fail_limit("memory limit of " + std::to_string(max_memory_bytes) + " bytes exceeded");
+  }
+  const auto total = static_cast<size_t>(times) * seq->size;
+  if (!in.charge(at, seq->kind == Kind::kString ? total / 64 : total)) return false;
+  if (seq->kind == Kind::kString) {
+    std::string buffer;
+    buffer.reserve(total);
+    for (int64_t i = 0; i < times; ++i) buffer.append(seq->sv());
+    return in.new_string(at, buffer, out);
+  }
+  std::vector<Value> items;
+  items.reserve(total);
+  for (int64_t i = 0; i < times; ++i) items.insert(items.end(), seq->items, seq->items + seq->size);
+  return in.new_list(at, items, seq->flavor(), out);
+}
+
+// CPython's float_divmod: x // y and x % y of floats, y != 0.
+void float_divmod(double x, double y, double* floordiv, double* mod) {
+  double m = std::fmod(x, y);
+  double div = (x - m) / y;
+  if (m != 0.0) {
+    if ((y < 0) != (m < 0)) {
+      m += y;
+      div -= 1.0;
+    }
+  } else {
+    m = std::copysign(0.0, y);
+  }
+  double q = 0.0;
+  if (div != 0.0) {
+    q = std::floor(div);
+    if (div - q > 0.5) q += 1.0;
+  } else {
+    q = std::copysign(0.0, x / y);
+  }
+  *floordiv = q;
+  *mod = m;
+}
+
+// base ** exp for exp >= 0, by squaring; false on overflow.
+bool int_pow(int64_t base, int64_t exp, int64_t* out) {
+  int64_t r = 1;
+  while (exp > 0) {
+    if ((exp & 1) != 0 && __builtin_mul_overflow(r, base, &r)) return false;
+    exp >>= 1;
+    if (exp > 0 && __builtin_mul_overflow(base, base, &base)) return false;
+  }
+  *out = r;
+  return true;
+}
+
+}  // namespace
+
 bool Interpreter::binary(const Expr& at, BinOp op, const Value& a, const Value& b, Value* out) {
   if (a.kind == Kind::kUndefined) return fail_undefined(at, a);
   if (b.kind == Kind::kUndefined) return fail_undefined(at, b);
-  static constexpr std::string_view kOpText[] = {"+", "-", "*", "/", "//", "%", "** or pow()"};
-  auto unsupported = [&]() {
-    return fail(at, "unsupported operand type(s) for " +
-                        std::string(kOpText[static_cast<int>(op)]) + ": '" +
-                        std::string(type_name(a)) + "' and '" + std::string(type_name(b)) + "'");
-  };
+  auto unsupported = [&]() { return unsupported_operands(*this, at, op, a, b); };
   auto overflow = [&]() { return fail(at, "integer overflow (infera supports 64-bit integers)"); };
   const bool nums = a.is_number() && b.is_number();
   const bool ints = is_intlike(a) && is_intlike(b);
@@ -1687,21 +1808,7 @@ bool Interpreter::binary(const Expr& at, BinOp op, const Value& a, const Value& 
       }
       if (a.kind == Kind::kString && b.kind == Kind::kString)
         return concat_strings(at, a, b.sv(), out);
-      if (a.is_sequence() && b.is_sequence() && a.flavor() == b.flavor()) {
-        if (!charge(at, a.size + b.size)) return false;
-        std::vector<Value> items(a.items, a.items + a.size);
-        items.insert(items.end(), b.items, b.items + b.size);
-        return new_list(at, items, a.flavor(), out);
-      }
-      if (a.kind == Kind::kString) {
-        return fail(at,
-                    "can only concatenate str (not \"" + std::string(type_name(b)) + "\") to str");
-      }
-      if (a.is_sequence()) {
-        return fail(at, "can only concatenate " + std::string(type_name(a)) + " (not \"" +
-                            std::string(type_name(b)) + "\") to " + std::string(type_name(a)));
-      }
-      return unsupported();
+      return add_sequences(*this, at, a, b, out);
     case BinOp::kSub:
       if (ints) {
         int64_t r = 0;
@@ -1714,7 +1821,7 @@ bool Interpreter::binary(const Expr& at, BinOp op, const Value& a, const Value& 
         return true;
       }
       return unsupported();
-    case BinOp::kMul: {
+    case BinOp::kMul:
       if (ints) {
         int64_t r = 0;
         if (__builtin_mul_overflow(as_int(a), as_int(b), &r)) return overflow();
@@ -1725,43 +1832,7 @@ bool Interpreter::binary(const Expr& at, BinOp op, const Value& a, const Value& 
         *out = Value::floating(as_float(a) * as_float(b));
         return true;
       }
-      const Value* seq = nullptr;
-      int64_t times = 0;
-      if ((a.kind == Kind::kString || a.is_sequence()) && is_intlike(b)) {
-        seq = &a;
-        times = as_int(b);
-      } else if ((b.kind == Kind::kString || b.is_sequence()) && is_intlike(a)) {
-        seq = &b;
-        times = as_int(a);
-      } else {
-        if (a.kind == Kind::kString || b.kind == Kind::kString || a.is_sequence() ||
-            b.is_sequence()) {
-          const Value& other = (a.kind == Kind::kString || a.is_sequence()) ? b : a;
-          return fail(at, "can't multiply sequence by non-int of type '" +
-                              std::string(type_name(other)) + "'");
-        }
-        return unsupported();
-      }
-      if (times < 0) times = 0;
-      const size_t unit = seq->kind == Kind::kString ? seq->size : seq->size * sizeof(Value);
-      if (unit != 0 && static_cast<uint64_t>(times) > limits_.max_memory_bytes / unit) {
-        return fail_limit("memory limit of " + std::to_string(limits_.max_memory_bytes) +
-                          " bytes exceeded");
-      }
-      const auto total = static_cast<size_t>(times) * seq->size;
-      if (!charge(at, seq->kind == Kind::kString ? total / 64 : total)) return false;
-      if (seq->kind == Kind::kString) {
-        std::string buffer;
-        buffer.reserve(total);
-        for (int64_t i = 0; i < times; ++i) buffer.append(seq->sv());
-        return new_string(at, buffer, out);
-      }
-      std::vector<Value> items;
-      items.reserve(total);
-      for (int64_t i = 0; i < times; ++i)
-        items.insert(items.end(), seq->items, seq->items + seq->size);
-      return new_list(at, items, seq->flavor(), out);
-    }
+      return repeat_sequence(*this, at, a, b, out);
     case BinOp::kDiv:
       if (!nums) return unsupported();
       if (as_float(b) == 0.0) return fail(at, "division by zero");
@@ -1798,38 +1869,17 @@ bool Interpreter::binary(const Expr& at, BinOp op, const Value& a, const Value& 
       const double y = as_float(b);
       if (y == 0.0)
         return fail(at, op == BinOp::kMod ? "float modulo" : "float floor division by zero");
-      // CPython float_divmod.
-      double mod = std::fmod(x, y);
-      double div = (x - mod) / y;
-      if (mod != 0.0) {
-        if ((y < 0) != (mod < 0)) {
-          mod += y;
-          div -= 1.0;
-        }
-      } else {
-        mod = std::copysign(0.0, y);
-      }
       double floordiv = 0.0;
-      if (div != 0.0) {
-        floordiv = std::floor(div);
-        if (div - floordiv > 0.5) floordiv += 1.0;
-      } else {
-        floordiv = std::copysign(0.0, x / y);
-      }
+      double mod = 0.0;
+      float_divmod(x, y, &floordiv, &mod);
       *out = Value::floating(op == BinOp::kMod ? mod : floordiv);
       return true;
     }
     case BinOp::kPow: {
       if (!nums) return unsupported();
       if (ints && as_int(b) >= 0) {
-        int64_t base = as_int(a);
-        int64_t exp = as_int(b);
-        int64_t r = 1;
-        while (exp > 0) {
-          if ((exp & 1) != 0 && __builtin_mul_overflow(r, base, &r)) return overflow();
-          exp >>= 1;
-          if (exp > 0 && __builtin_mul_overflow(base, base, &base)) return overflow();
-        }
+        int64_t r = 0;
+        if (!int_pow(as_int(a), as_int(b), &r)) return overflow();
         *out = Value::integer(r);
         return true;
       }

@@ -1,7 +1,8 @@
 // The evaluator (internal to the jinja module): jinja2's runtime semantics (scoping, Undefined,
 // the immutable sandbox) with Python's value semantics. One Interpreter renders once, on one
 // thread, and owns the Arena of that render. Code: interpreter.cc (statements, expressions),
-// builtins.cc (filters, tests, methods, globals), pyformat.cc (str/repr, json.dumps, formatting).
+// filters.cc (filters), methods.cc (str/dict/list/loop methods), builtins.cc (tests, globals),
+// pyformat.cc (str/repr, json.dumps, formatting).
 // Functions return false (or Flow::kError) after recording the first error in status_.
 #pragma once
 
@@ -138,6 +139,9 @@ class Interpreter {
   // a < b; false with an error when the types do not order.
   bool less(const Expr& at, const Value& a, const Value& b, bool* result);
   bool contains(const Expr& at, const Value& container, const Value& item, bool* result);
+  // a <op> b: Python's arithmetic, `%` formatting of strings, sequence concatenation and
+  // repetition.
+  bool binary(const Expr& at, BinOp op, const Value& a, const Value& b, Value* out);
   // Elements of an iterable: list items, dict keys, string characters, nothing for Undefined.
   bool iterate(const Expr& at, const Value& v, const Value** items, size_t* n);
   bool get_attr(const Expr& at, const Value& obj, std::string_view name, Value* out);
@@ -195,8 +199,11 @@ class Interpreter {
   bool eval(const Expr& e, Scope* scope, Value* out);
   bool eval_call(const Expr& e, Scope* scope, const KwArg* extra, Value* out);
   bool eval_args(const Expr& e, Scope* scope, CallArgs* args);
+  bool eval_list(const Expr& e, Scope* scope, Value* out);  // [a, b] and (a, b)
+  bool eval_dict(const Expr& e, Scope* scope, Value* out);
+  bool eval_concat(const Expr& e, Scope* scope, Value* out);   // a ~ b ~ c
+  bool eval_compare(const Expr& e, Scope* scope, Value* out);  // a < b <= c
   bool eval_filter_chain(const Expr& e, Scope* scope, const Value& input, Value* out);
-  bool binary(const Expr& at, BinOp op, const Value& a, const Value& b, Value* out);
   bool compare(const Expr& at, CmpOp op, const Value& a, const Value& b, bool* out);
   bool slice(const Expr& at, const Value& obj, const Expr& slice, Scope* scope, Value* out);
   bool concat_strings(const Expr& at, const Value& a, std::string_view b, Value* out);

@@ -562,6 +562,93 @@ std::string format_number(const Value& v, const Spec& spec, bool as_int) {
   return body;
 }
 
+// The flags of a %-conversion ('-', '+', ' ', '0', '#') from format[*i] on.
+void parse_percent_flags(std::string_view format, size_t* i, Spec* spec) {
+  for (; *i < format.size(); ++*i) {
+    const char c = format[*i];
+    if (c == '-') {
+      spec->left = true;
+    } else if (c == '+') {
+      spec->plus = true;
+    } else if (c == ' ') {
+      spec->space = true;
+    } else if (c == '0') {
+      spec->zero = true;
+    } else if (c == '#') {
+      spec->alt = true;
+    } else {
+      break;
+    }
+  }
+}
+
+// Appends `arg` converted by spec.type to *out; false with *error when the argument does not
+// suit the conversion. `index` is the conversion character's position, for the error.
+bool percent_convert(const Value& arg, const Spec& spec, size_t index, std::string* out,
+                     std::string* error) {
+  const char type = spec.type;
+  std::string body;
+  switch (type) {
+    case 's':
+    case 'r':
+    case 'a': {
+      if (type == 's') {
+        Interpreter::to_str(arg, &body);
+      } else {
+        Interpreter::to_repr(arg, &body);
+      }
+      if (spec.precision >= 0)
+        body = body.substr(0, text::byte_offset(body, static_cast<size_t>(spec.precision)));
+      pad(body, spec, out, false);
+      return true;
+    }
+    case 'd':
+    case 'i':
+    case 'u':
+    case 'x':
+    case 'X':
+    case 'o':
+      if (!arg.is_number() ||
+          ((type == 'x' || type == 'X' || type == 'o') && arg.kind == Kind::kFloat)) {
+        *error = "%" + std::string(1, type) + " format: a real number is required, not " +
+                 std::string(Interpreter::type_name(arg));
+        return false;
+      }
+      pad(format_number(arg, spec, true), spec, out, true);
+      return true;
+    case 'e':
+    case 'E':
+    case 'f':
+    case 'F':
+    case 'g':
+    case 'G':
+      if (!arg.is_number()) {
+        *error = "must be real number, not " + std::string(Interpreter::type_name(arg));
+        return false;
+      }
+      pad(format_number(arg, spec, false), spec, out, true);
+      return true;
+    case 'c':
+      if (arg.kind == Kind::kString && text::length(arg.sv()) == 1) {
+        body = std::string(arg.sv());
+      } else if (arg.kind == Kind::kInt && arg.i >= 0 && arg.i <= 0x10FFFF) {
+        text::append_utf8(&body, static_cast<char32_t>(arg.i));
+      } else {
+        *error = "%c requires int or char";
+        return false;
+      }
+      pad(body, spec, out, false);
+      return true;
+    default: {
+      char buf[96];
+      std::snprintf(buf, sizeof(buf), "unsupported format character '%c' (0x%x) at index %zu", type,
+                    static_cast<unsigned>(static_cast<unsigned char>(type)), index);
+      *error = buf;
+      return false;
+    }
+  }
+}
+
 }  // namespace
 
 bool Interpreter::percent_format(const Expr& at, std::string_view format, const Value& args,
@@ -608,22 +695,7 @@ bool Interpreter::percent_format(const Expr& at, std::string_view format, const 
       i = close + 1;
     }
     Spec spec;
-    for (; i < format.size(); ++i) {
-      const char c = format[i];
-      if (c == '-') {
-        spec.left = true;
-      } else if (c == '+') {
-        spec.plus = true;
-      } else if (c == ' ') {
-        spec.space = true;
-      } else if (c == '0') {
-        spec.zero = true;
-      } else if (c == '#') {
-        spec.alt = true;
-      } else {
-        break;
-      }
-    }
+    parse_percent_flags(format, &i, &spec);
     auto number = [&](int* target) -> bool {
       if (i < format.size() && format[i] == '*') {
         Value w;
@@ -657,61 +729,8 @@ bool Interpreter::percent_format(const Expr& at, std::string_view format, const 
       continue;
     }
     if (!have_arg && !take(&arg)) return false;
-    std::string body;
-    switch (type) {
-      case 's':
-      case 'r':
-      case 'a': {
-        if (type == 's') {
-          to_str(arg, &body);
-        } else {
-          to_repr(arg, &body);
-        }
-        if (spec.precision >= 0)
-          body = body.substr(0, text::byte_offset(body, static_cast<size_t>(spec.precision)));
-        pad(body, spec, &result, false);
-        break;
-      }
-      case 'd':
-      case 'i':
-      case 'u':
-      case 'x':
-      case 'X':
-      case 'o':
-        if (!arg.is_number() ||
-            ((type == 'x' || type == 'X' || type == 'o') && arg.kind == Kind::kFloat)) {
-          return fail(at, "%" + std::string(1, type) + " format: a real number is required, not " +
-                              std::string(type_name(arg)));
-        }
-        pad(format_number(arg, spec, true), spec, &result, true);
-        break;
-      case 'e':
-      case 'E':
-      case 'f':
-      case 'F':
-      case 'g':
-      case 'G':
-        if (!arg.is_number())
-          return fail(at, "must be real number, not " + std::string(type_name(arg)));
-        pad(format_number(arg, spec, false), spec, &result, true);
-        break;
-      case 'c':
-        if (arg.kind == Kind::kString && text::length(arg.sv()) == 1) {
-          body = std::string(arg.sv());
-        } else if (arg.kind == Kind::kInt && arg.i >= 0 && arg.i <= 0x10FFFF) {
-          text::append_utf8(&body, static_cast<char32_t>(arg.i));
-        } else {
-          return fail(at, "%c requires int or char");
-        }
-        pad(body, spec, &result, false);
-        break;
-      default: {
-        char buf[96];
-        std::snprintf(buf, sizeof(buf), "unsupported format character '%c' (0x%x) at index %zu",
-                      type, static_cast<unsigned>(static_cast<unsigned char>(type)), i);
-        return fail(at, buf);
-      }
-    }
+    std::string error;
+    if (!percent_convert(arg, spec, i, &result, &error)) return fail(at, error);
     if (result.size() > limits_.max_output_bytes) return fail_limit("formatted string too large");
   }
   if (mapping == nullptr && next_arg < positional.size()) {
@@ -725,24 +744,30 @@ bool Interpreter::percent_format(const Expr& at, std::string_view format, const 
 
 namespace {
 
-// The format-spec mini-language: [[fill]align][sign][#][0][width][,][.precision][type].
-bool apply_format_spec(const Value& v, std::string_view spec, std::string* out,
-                       std::string* error) {
-  size_t i = 0;
+// A parsed format spec of the mini-language: [[fill]align][sign][#][0][width][,][.precision][type].
+struct FormatSpec {
   char32_t fill = ' ';
-  char align = 0;
+  char align = 0;  // none given: '<' for strings, '>' for numbers
+  Spec number;     // sign, '#', '0' and precision, as format_number reads them
+  int width = 0;
+  bool grouping = false;  // ',' or '_'
+  char type = 0;
+};
+
+bool parse_format_spec(std::string_view spec, FormatSpec* f, std::string* error) {
+  size_t i = 0;
   auto is_align = [](char c) { return c == '<' || c == '>' || c == '^' || c == '='; };
   if (spec.size() >= 2) {
     size_t j = 0;
     const char32_t c = text::decode(spec, &j);
     if (j < spec.size() && is_align(spec[j])) {
-      fill = c;
-      align = spec[j];
+      f->fill = c;
+      f->align = spec[j];
       i = j + 1;
     }
   }
-  if (align == 0 && i < spec.size() && is_align(spec[i])) align = spec[i++];
-  Spec s;
+  if (f->align == 0 && i < spec.size() && is_align(spec[i])) f->align = spec[i++];
+  Spec& s = f->number;
   if (i < spec.size() && (spec[i] == '+' || spec[i] == '-' || spec[i] == ' ')) {
     s.plus = spec[i] == '+';
     s.space = spec[i] == ' ';
@@ -754,23 +779,21 @@ bool apply_format_spec(const Value& v, std::string_view spec, std::string* out,
   }
   if (i < spec.size() && spec[i] == '0') {
     s.zero = true;
-    if (align == 0) {
-      align = '=';
-      fill = '0';
+    if (f->align == 0) {
+      f->align = '=';
+      f->fill = '0';
     }
     ++i;
   }
-  int width = 0;
   while (i < spec.size() && spec[i] >= '0' && spec[i] <= '9') {
-    width = width * 10 + (spec[i++] - '0');
-    if (width > 100000) {
+    f->width = f->width * 10 + (spec[i++] - '0');
+    if (f->width > 100000) {
       *error = "width too big";
       return false;
     }
   }
-  bool grouping = false;
   if (i < spec.size() && (spec[i] == ',' || spec[i] == '_')) {
-    grouping = true;
+    f->grouping = true;
     ++i;
   }
   if (i < spec.size() && spec[i] == '.') {
@@ -784,96 +807,94 @@ bool apply_format_spec(const Value& v, std::string_view spec, std::string* out,
       }
     }
   }
-  char type = 0;
-  if (i < spec.size()) type = spec[i++];
+  if (i < spec.size()) f->type = spec[i++];
   if (i != spec.size()) {
     *error = "Invalid format specifier";
     return false;
   }
-  std::string body;
-  bool numeric = false;
-  if (v.kind == Kind::kString || (!v.is_number() && v.kind != Kind::kUndefined)) {
-    if (type != 0 && type != 's') {
-      *error = "Unknown format code '" + std::string(1, type) + "' for object of type '" +
-               std::string(Interpreter::type_name(v)) + "'";
-      return false;
-    }
-    Interpreter::to_str(v, &body);
-    if (s.precision >= 0)
-      body = body.substr(0, text::byte_offset(body, static_cast<size_t>(s.precision)));
-    if (align == 0) align = '<';
-  } else if (v.kind == Kind::kUndefined) {
-    if (align == 0) align = '<';
-  } else {
-    numeric = true;
-    const bool is_float = v.kind == Kind::kFloat;
-    if (type == 0) {
-      if (is_float) {
-        if (s.precision >= 0) {
-          s.type = 'g';
-          body = format_number(v, s, false);
-        } else {
-          Interpreter::float_repr(v.f, &body);
-          if (s.plus && !std::signbit(v.f)) body.insert(body.begin(), '+');
-        }
+  return true;
+}
+
+// format(int, 'b'): sign, "0b" with '#', then the binary digits.
+std::string binary_digits(const Value& v, const Spec& s) {
+  int64_t x = v.kind == Kind::kBool ? v.b : v.i;
+  uint64_t mag =
+      x < 0 ? static_cast<uint64_t>(0) - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
+  std::string bits;
+  do {
+    bits.insert(bits.begin(), static_cast<char>('0' + (mag & 1)));
+    mag >>= 1;
+  } while (mag != 0);
+  return (x < 0 ? "-" : (s.plus ? "+" : "")) + std::string(s.alt ? "0b" : "") + bits;
+}
+
+// A number formatted by f's type, sign, '#', precision and grouping, before padding.
+bool format_spec_number(const Value& v, FormatSpec* f, std::string* body, std::string* error) {
+  Spec& s = f->number;
+  const char type = f->type;
+  const bool is_float = v.kind == Kind::kFloat;
+  if (type == 0) {
+    if (is_float) {
+      if (s.precision >= 0) {
+        s.type = 'g';
+        *body = format_number(v, s, false);
       } else {
-        s.type = 'd';
-        body = format_number(v, s, true);
+        Interpreter::float_repr(v.f, body);
+        if (s.plus && !std::signbit(v.f)) body->insert(body->begin(), '+');
       }
-    } else if (type == 'd' || type == 'x' || type == 'X' || type == 'o' || type == 'b') {
-      if (is_float) {
-        *error = "Unknown format code '" + std::string(1, type) + "' for object of type 'float'";
-        return false;
-      }
-      if (type == 'b') {
-        int64_t x = v.kind == Kind::kBool ? v.b : v.i;
-        uint64_t mag =
-            x < 0 ? static_cast<uint64_t>(0) - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
-        std::string bits;
-        do {
-          bits.insert(bits.begin(), static_cast<char>('0' + (mag & 1)));
-          mag >>= 1;
-        } while (mag != 0);
-        body = (x < 0 ? "-" : (s.plus ? "+" : "")) + std::string(s.alt ? "0b" : "") + bits;
-      } else {
-        s.type = type;
-        body = format_number(v, s, true);
-      }
-    } else if (type == 'f' || type == 'F' || type == 'e' || type == 'E' || type == 'g' ||
-               type == 'G' || type == '%') {
-      Value f = v;
-      if (type == '%')
-        f = Value::floating((v.kind == Kind::kFloat ? v.f : static_cast<double>(v.i)) * 100);
-      s.type = type == '%' ? 'f' : type;
-      body = format_number(f, s, false);
-      if (type == '%') body += '%';
     } else {
-      *error = "Unknown format code '" + std::string(1, type) + "'";
+      s.type = 'd';
+      *body = format_number(v, s, true);
+    }
+  } else if (type == 'd' || type == 'x' || type == 'X' || type == 'o' || type == 'b') {
+    if (is_float) {
+      *error = "Unknown format code '" + std::string(1, type) + "' for object of type 'float'";
       return false;
     }
-    if (grouping) {
-      // Thousands separators on the integer part.
-      size_t begin =
-          (!body.empty() && (body[0] == '-' || body[0] == '+' || body[0] == ' ')) ? 1 : 0;
-      size_t end = body.find_first_not_of("0123456789", begin);
-      if (end == std::string::npos) end = body.size();
-      for (size_t k = end; k > begin + 3; k -= 3) body.insert(k - 3, 1, ',');
+    if (type == 'b') {
+      *body = binary_digits(v, s);
+    } else {
+      s.type = type;
+      *body = format_number(v, s, true);
     }
-    if (align == 0) align = '>';
+  } else if (type == 'f' || type == 'F' || type == 'e' || type == 'E' || type == 'g' ||
+             type == 'G' || type == '%') {
+    Value x = v;
+    if (type == '%')
+      x = Value::floating((v.kind == Kind::kFloat ? v.f : static_cast<double>(v.i)) * 100);
+    s.type = type == '%' ? 'f' : type;
+    *body = format_number(x, s, false);
+    if (type == '%') *body += '%';
+  } else {
+    *error = "Unknown format code '" + std::string(1, type) + "'";
+    return false;
   }
+  if (f->grouping) {
+    // Thousands separators on the integer part.
+    size_t begin =
+        (!body->empty() && ((*body)[0] == '-' || (*body)[0] == '+' || (*body)[0] == ' ')) ? 1 : 0;
+    size_t end = body->find_first_not_of("0123456789", begin);
+    if (end == std::string::npos) end = body->size();
+    for (size_t k = end; k > begin + 3; k -= 3) body->insert(k - 3, 1, ',');
+  }
+  return true;
+}
+
+// Pads body to f.width with f.fill; '=' puts the padding after a number's sign.
+void align_to_width(std::string_view body, const FormatSpec& f, bool numeric, std::string* out) {
   const size_t len = text::length(body);
-  const size_t w = static_cast<size_t>(width);
+  const auto w = static_cast<size_t>(f.width);
   if (len >= w) {
     out->append(body);
-    return true;
+    return;
   }
   const size_t n = w - len;
   std::string fill_text;
-  text::append_utf8(&fill_text, fill);
+  text::append_utf8(&fill_text, f.fill);
   auto fill_n = [&](size_t k) {
     for (size_t t = 0; t < k; ++t) out->append(fill_text);
   };
-  switch (align) {
+  switch (f.align) {
     case '<':
       out->append(body);
       fill_n(n);
@@ -897,6 +918,33 @@ bool apply_format_spec(const Value& v, std::string_view spec, std::string* out,
       fill_n(n);
       out->append(body);
   }
+}
+
+// format(v, spec), as str.format applies a field's spec.
+bool apply_format_spec(const Value& v, std::string_view spec, std::string* out,
+                       std::string* error) {
+  FormatSpec f;
+  if (!parse_format_spec(spec, &f, error)) return false;
+  std::string body;
+  bool numeric = false;
+  if (v.kind == Kind::kString || (!v.is_number() && v.kind != Kind::kUndefined)) {
+    if (f.type != 0 && f.type != 's') {
+      *error = "Unknown format code '" + std::string(1, f.type) + "' for object of type '" +
+               std::string(Interpreter::type_name(v)) + "'";
+      return false;
+    }
+    Interpreter::to_str(v, &body);
+    if (f.number.precision >= 0)
+      body = body.substr(0, text::byte_offset(body, static_cast<size_t>(f.number.precision)));
+    if (f.align == 0) f.align = '<';
+  } else if (v.kind == Kind::kUndefined) {
+    if (f.align == 0) f.align = '<';
+  } else {
+    numeric = true;
+    if (!format_spec_number(v, &f, &body, error)) return false;
+    if (f.align == 0) f.align = '>';
+  }
+  align_to_width(body, f, numeric, out);
   return true;
 }
 

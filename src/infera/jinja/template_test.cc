@@ -180,6 +180,13 @@ TEST(TemplateTest, ArithmeticFollowsPython) {
             "3 -4 2 3.0 1024 0.5 4 64 2 abab [0, 0] [1, 2]");
 }
 
+TEST(TemplateTest, AnEmptySequenceRepeatedAnyNumberOfTimesIsEmptyAtOnce) {
+  // Found while splitting the interpreter: this loop once ran 2**63 times, charging no work.
+  EXPECT_EQ(render("[{{ '' * 9223372036854775807 }}] {{ [] * 9223372036854775807 }} "
+                   "{{ 9223372036854775807 * () }}"),
+            "[] [] ()");
+}
+
 TEST(TemplateTest, ComparisonsChainAndCompareAcrossNumericTypes) {
   EXPECT_EQ(
       render(

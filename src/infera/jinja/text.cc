@@ -394,6 +394,72 @@ std::string_view strip_space(std::string_view s, bool left, bool right) {
   return s.substr(begin, end - begin);
 }
 
+std::string_view strip_chars(std::string_view s, std::string_view chars, bool left, bool right) {
+  if (is_ascii(chars)) {  // byte scans: a non-ASCII byte is never in an ASCII set
+    auto in_ascii_set = [&](char c) {
+      return static_cast<unsigned char>(c) < 0x80 && chars.find(c) != std::string_view::npos;
+    };
+    size_t begin = 0;
+    size_t end = s.size();
+    while (left && begin < end && in_ascii_set(s[begin])) ++begin;
+    while (right && end > begin && in_ascii_set(s[end - 1])) --end;
+    return s.substr(begin, end - begin);
+  }
+  auto in_set = [&](char32_t c) {
+    for (size_t i = 0; i < chars.size();) {
+      if (decode(chars, &i) == c) return true;
+    }
+    return false;
+  };
+  size_t begin = 0;
+  size_t end = s.size();
+  if (left) {
+    while (begin < end) {
+      size_t j = begin;
+      if (!in_set(decode(s, &j))) break;
+      begin = j;
+    }
+  }
+  if (right) {
+    size_t last = begin;
+    for (size_t i = begin; i < end;) {
+      if (!in_set(decode(s, &i))) last = i;
+    }
+    end = last;
+  }
+  return s.substr(begin, end - begin);
+}
+
+std::vector<std::string_view> split_lines(std::string_view s, bool keepends) {
+  std::vector<std::string_view> lines;
+  size_t start = 0;
+  size_t i = 0;
+  while (i < s.size()) {
+    const size_t at = i;
+    const char32_t c = decode(s, &i);
+    if (!is_line_break(c)) continue;
+    size_t end = i;
+    if (c == '\r' && i < s.size() && s[i] == '\n') end = ++i;
+    lines.push_back(s.substr(start, (keepends ? end : at) - start));
+    start = i;
+  }
+  if (start < s.size()) lines.push_back(s.substr(start));
+  return lines;
+}
+
+// CPython's pad() for center: the odd column goes left when the width is odd.
+std::string center(std::string_view s, size_t width, std::string_view fill) {
+  const size_t len = length(s);
+  if (len >= width) return std::string(s);
+  const size_t marg = width - len;
+  const size_t left = marg / 2 + (marg & width & 1);
+  std::string out;
+  for (size_t i = 0; i < left; ++i) out.append(fill);
+  out.append(s);
+  for (size_t i = 0; i < marg - left; ++i) out.append(fill);
+  return out;
+}
+
 bool all_space(std::string_view s) {
   if (s.empty()) return false;
   for (size_t i = 0; i < s.size();) {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace infera::jinja::text {
 
@@ -47,6 +48,12 @@ std::string capitalize(std::string_view s);  // str.capitalize
 
 // Strip Python whitespace from one or both ends.
 std::string_view strip_space(std::string_view s, bool left, bool right);
+// Strip the code points in `chars` from one or both ends (str.strip(chars)).
+std::string_view strip_chars(std::string_view s, std::string_view chars, bool left, bool right);
+// str.splitlines(keepends).
+std::vector<std::string_view> split_lines(std::string_view s, bool keepends);
+// str.center(width, fill), `fill` one code point.
+std::string center(std::string_view s, size_t width, std::string_view fill);
 // True when s is non-empty and all whitespace.
 bool all_space(std::string_view s);
 // Length in bytes of the whitespace code point at s[i], or 0.
