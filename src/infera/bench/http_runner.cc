@@ -281,14 +281,13 @@ class Runner {
     return static_cast<double>(h >> 11) * 0x1.0p-53 < o_.stream_fraction;
   }
 
-  net::awaitable<void> send(size_t i) {
-    const RequestSpec& spec = w_.requests[i];
+  // A POST /v1/completions of request `spec`'s prompt as token ids.
+  http::Request completion_request(const RequestSpec& spec, bool stream) const {
     std::vector<uint32_t> tokens;
     spec.prompt.tokens(tokens);
     json::array prompt;
     prompt.reserve(tokens.size());
     for (uint32_t id : tokens) prompt.push_back(id);
-    const bool stream = streamed(i);
     json::object body{{"model", model_},
                       {"prompt", std::move(prompt)},
                       {"max_tokens", spec.max_tokens},
@@ -300,6 +299,12 @@ class Runner {
     req.target = "/v1/completions";
     req.headers.push_back({"Content-Type", "application/json"});
     req.body = json::serialize(body);
+    return req;
+  }
+
+  net::awaitable<void> send(size_t i) {
+    const bool stream = streamed(i);
+    http::Request req = completion_request(w_.requests[i], stream);
     s_.started.fetch_add(1);
     const double sent = since(t0_);
     auto opened = co_await client_.stream(ep_, std::move(req));
@@ -331,11 +336,17 @@ class Runner {
       finish_one();
       co_return;
     }
-    http::ClientStream& up = opened.value();
-    if (!stream) {
-      co_await receive_whole(i, up, sent);
-      co_return;
+    if (stream) {
+      co_await receive_stream(i, opened.value(), sent);
+    } else {
+      co_await receive_whole(i, opened.value(), sent);
     }
+  }
+
+  // A streamed answer: TTFT at the first event with choices, a gap per later one, usage from
+  // the last.
+  net::awaitable<void> receive_stream(size_t i, http::ClientStream& up, double sent) {
+    const RequestSpec& spec = w_.requests[i];
     http::SseParser parser;
     http::SseEvent ev;
     double first = -1, last = 0;

@@ -53,6 +53,256 @@ double stage_hit_ratio(const std::vector<std::unique_ptr<engine::EngineCore>>& e
   return queries ? static_cast<double>(hits) / static_cast<double>(queries) : 0;
 }
 
+// One simulation: the routing core, the fleet of engines and the discrete-event loop between
+// them. The members refer to each other (the router to the index, the index to the predicted
+// blocks), so it is built in place and neither copied nor moved.
+class Simulation {
+ public:
+  Simulation(const Workload& workload, const SimOptions& options,
+             const engine::EngineConfig& engine_config)
+      : workload_(workload),
+        options_(options),
+        engine_config_(engine_config),
+        disagg_(disaggregated(options)),
+        workers_(fleet_size(options)),
+        bs_(engine_config.block_size),
+        predicted_(kv::PredictedBlocks::Options{from_seconds(options.router.load.predicted_ttl_s),
+                                                workers_},
+                   clock_),
+        index_(kv::KvIndex::Options{bs_, workers_, &predicted_}),
+        load_(kv::ActiveLoad::Options{from_seconds(options.active_block_ttl_s), workers_}, clock_),
+        signals_(workers_, clock_),
+        dependencies_(workload),
+        recorder_(workers_),
+        poll_every_(from_seconds(options.engine_metrics_interval_s)),
+        bypass_(options.router.seed ^ 0x5bd1e995u) {}
+  Simulation(const Simulation&) = delete;
+  Simulation& operator=(const Simulation&) = delete;
+
+  // The router for `policy`, then the engines it routes among.
+  Status build(std::string_view policy) {
+    routing::RouterOptions router_options = options_.router;
+    router_options.policy = std::string(policy);
+    router_options.load.engine_poll_interval_s = options_.engine_metrics_interval_s;
+    INFERA_ASSIGN_OR_RETURN(
+        router_, routing::Router::create(router_options, index_, load_, &predicted_, &signals_));
+    for (uint32_t w = 0; w < workers_; ++w) {
+      index_.add_worker(w);
+      engine::EngineConfig c = engine_config_;
+      c.output_seed = engine_config_.output_seed + w;
+      engines_.push_back(std::make_unique<engine::EngineCore>(c, clock_));
+      appliers_.emplace_back(index_, w);
+      (disagg_ && w >= options_.prefill_workers ? decode_stage_ : first_stage_).push_back(w);
+    }
+    return ok_status();
+  }
+
+  // Until no request is waiting and no engine has anything left to do.
+  void run() {
+    for (size_t i = 0; i < workload_.requests.size(); ++i) {
+      if (dependencies_.independent(i)) {
+        ready_.emplace(from_seconds(workload_.requests[i].arrival_s), i);
+      }
+    }
+    while (true) {
+      Nanos t = ready_.empty() ? kNever : ready_.top().first;
+      for (const auto& e : engines_) {
+        if (auto next = e->next_event_time()) t = std::min(t, *next);
+      }
+      if (t == kNever) break;
+      if (poll_every_.count() > 0) t = std::min(t, next_poll_);
+      if (t > clock_.now()) clock_.set(t);
+      // Engines first, so that the index holds what the fleet cached up to now.
+      poll_engines();
+      poll_engine_metrics();
+      admit_ready();
+    }
+  }
+
+  SimResult result() const {
+    SimResult result;
+    result.report = recorder_.summarize();
+    if (disagg_) {
+      result.report.prefill_hit_ratio = stage_hit_ratio(engines_, 0, options_.prefill_workers);
+      result.report.decode_hit_ratio =
+          stage_hit_ratio(engines_, options_.prefill_workers, workers_);
+      for (const auto& e : engines_) {
+        result.report.kv_pulled_blocks += e->metrics().kv_pulled_blocks;
+      }
+    }
+    result.engine_steps = steps_;
+    return result;
+  }
+
+ private:
+  void finish(engine::RequestId id, Live& l, double now_s, bool failed) {
+    router_->release(l.ticket);
+    if (l.prefill_worker) router_->release(l.prefill_ticket);
+    const RequestSpec& spec = workload_.requests[l.spec];
+    if (failed) {
+      recorder_.error();
+    } else {
+      recorder_.request(l.arrival_s, l.first_s, now_s, static_cast<uint32_t>(spec.prompt.size()),
+                        l.cached, l.outputs, l.worker);
+      if (l.prefill_worker) recorder_.also_served(*l.prefill_worker);
+    }
+    now_ready_.clear();
+    dependencies_.finished(spec.id, now_ready_);
+    for (size_t d : now_ready_) {
+      ready_.emplace(from_seconds(now_s + workload_.requests[d].think_s), d);
+    }
+    live_.erase(id);
+  }
+
+  // Routes a stage of `l`'s request among `candidates` and queues it on the chosen engine, as
+  // `base` says (hold_kv / remote_kv, max_tokens). Failures end the request.
+  void start(Live l, std::span<const kv::WorkerId> candidates, engine::RequestSpec base) {
+    const RequestSpec& spec = workload_.requests[l.spec];
+    spec.prompt.tokens(tokens_);
+    const engine::RequestId id = next_id_++;
+    if (options_.hidden_fraction > 0 && bypass_.uniform_double() < options_.hidden_fraction) {
+      // Someone else's request: a worker at random, nothing registered with our router.
+      l.worker = candidates[bypass_.uniform(candidates.size())];
+      base.id = id;
+      base.prompt = tokens_;
+      auto [it, inserted] = live_.emplace(id, l);
+      if (!engines_[l.worker]->add_request(base).ok()) {
+        finish(id, it->second, seconds(clock_.now()), true);
+      }
+      return;
+    }
+    kv::compute_seq_hashes(tokens_, bs_, kv::kHashSeed, hashes_);
+    auto routed =
+        router_->route(hashes_, static_cast<uint32_t>(spec.prompt.size()), candidates, l.stage);
+    if (routed.ok()) {
+      l.worker = routed->decision.worker();
+      l.ticket = routed->ticket;
+      if (l.stage != routing::Stage::kDecode) {
+        recorder_.predicted(routed->decision.chosen().cache_hits, routed->decision.request_blocks);
+      }
+      base.id = id;
+      base.prompt = tokens_;
+    }
+    auto [it, inserted] = live_.emplace(id, l);
+    if (!routed.ok() || !engines_[l.worker]->add_request(base).ok()) {
+      finish(id, it->second, seconds(clock_.now()), true);
+    }
+  }
+
+  // Every step the engines ran up to now: their KV events into the index, their outputs to
+  // the requests.
+  void poll_engines() {
+    for (uint32_t w = 0; w < workers_; ++w) {
+      while (engines_[w]->poll(out_)) {
+        if (out_.ran_step) ++steps_;
+        if (!out_.kv_events.events.empty()) appliers_[w].apply(out_.kv_events, tally_);
+        const double now_s = seconds(out_.ran_step ? out_.end : clock_.now());
+        for (const engine::RequestOutput& o : out_.outputs) on_output(w, o, now_s);
+      }
+    }
+  }
+
+  void on_output(uint32_t w, const engine::RequestOutput& o, double now_s) {
+    auto it = live_.find(o.id);
+    if (it == live_.end()) return;
+    Live& l = it->second;
+    if (l.stage == routing::Stage::kPrefill) {
+      // The prefill's one token is not the client's; its decode pulls the held blocks now.
+      Live decode;
+      decode.spec = l.spec;
+      decode.stage = routing::Stage::kDecode;
+      decode.arrival_s = l.arrival_s;
+      decode.cached = o.cached_tokens;
+      decode.prefill_worker = l.worker;
+      decode.prefill_ticket = l.ticket;
+      router_->prefill_done(l.ticket);
+      engines_[w]->release_held(o.id);
+      live_.erase(it);
+      engine::RequestSpec req;
+      req.max_tokens = std::max(1u, workload_.requests[decode.spec].max_tokens);
+      req.ignore_eos = true;
+      req.remote_kv = true;
+      start(decode, decode_stage_, req);
+      return;
+    }
+    if (o.index == 0) {
+      router_->prefill_done(l.ticket);  // what the gateway sees as the first byte
+      l.first_s = now_s;
+      if (!l.prefill_worker) l.cached = o.cached_tokens;
+    } else {
+      recorder_.inter_token_gap(now_s - l.last_s);
+    }
+    l.last_s = now_s;
+    ++l.outputs;
+    if (o.finish != engine::FinishReason::kNone) finish(o.id, l, now_s, false);
+  }
+
+  // The engines' own load, as a poll of their /metrics would read it now.
+  void poll_engine_metrics() {
+    if (poll_every_.count() <= 0 || clock_.now() < next_poll_) return;
+    for (uint32_t w = 0; w < workers_; ++w) {
+      const engine::EngineMetrics m = engines_[w]->metrics();
+      const kv::WorkerLoad ours = load_.load(w);
+      signals_.record(w, m.num_waiting, m.num_running, m.kv_cache_usage, ours.active_requests,
+                      ours.prefill_requests);
+    }
+    next_poll_ = clock_.now() + poll_every_;
+  }
+
+  // Starts every request that is ready by now.
+  void admit_ready() {
+    while (!ready_.empty() && ready_.top().first <= clock_.now()) {
+      const size_t i = ready_.top().second;
+      ready_.pop();
+      Live l;
+      l.spec = i;
+      l.stage = disagg_ ? routing::Stage::kPrefill : routing::Stage::kAggregated;
+      l.arrival_s = seconds(clock_.now());
+      engine::RequestSpec req;
+      req.ignore_eos = true;
+      req.hold_kv = disagg_;
+      req.max_tokens = disagg_ ? 1 : std::max(1u, workload_.requests[i].max_tokens);
+      start(l, first_stage_, req);
+    }
+  }
+
+  const Workload& workload_;
+  const SimOptions& options_;
+  const engine::EngineConfig& engine_config_;
+  const bool disagg_;
+  const uint32_t workers_;
+  const uint32_t bs_;
+
+  ManualClock clock_;
+  kv::PredictedBlocks predicted_;
+  kv::KvIndex index_;
+  kv::ActiveLoad load_;
+  kv::EngineSignals signals_;
+  std::unique_ptr<routing::Router> router_;
+  std::vector<std::unique_ptr<engine::EngineCore>> engines_;
+  std::vector<events::EventApplier> appliers_;
+  // Candidates per stage: every worker (aggregated), or the prefill and the decode pool.
+  std::vector<kv::WorkerId> first_stage_, decode_stage_;
+
+  // Requests become ready at their arrival, or after the turn they depend on (+ think time).
+  using Ready = std::pair<Nanos, size_t>;
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready_;
+  Dependencies dependencies_;
+  std::vector<size_t> now_ready_;
+
+  RunRecorder recorder_;
+  std::unordered_map<engine::RequestId, Live> live_;
+  std::vector<uint64_t> hashes_;
+  std::vector<uint32_t> tokens_;  // the prompt being routed
+  engine::StepOutput out_;
+  events::ApplyTally tally_;
+  uint64_t steps_ = 0;
+  engine::RequestId next_id_ = 1;
+  const Nanos poll_every_;
+  Nanos next_poll_{0};
+  Rng bypass_;  // which requests, and where, bypass the router
+};
+
 }  // namespace
 
 uint32_t fleet_size(const SimOptions& options) {
@@ -68,204 +318,19 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
                            std::string_view policy) {
   const bool disagg = disaggregated(options);
   if (disagg && (options.prefill_workers == 0 || options.decode_workers == 0)) {
-    return invalid_argument("a disaggregated fleet needs at least one prefill and one decode worker");
+    return invalid_argument(
+        "a disaggregated fleet needs at least one prefill and one decode worker");
   }
-  const uint32_t workers = fleet_size(options);
-  if (workers == 0) return invalid_argument("the fleet needs at least one worker");
+  if (fleet_size(options) == 0) return invalid_argument("the fleet needs at least one worker");
   engine::EngineConfig engine_config = options.engine;
   engine_config.enable_kv_events = true;
   INFERA_RETURN_IF_ERROR(engine::validate(engine_config));
   const auto wall_start = std::chrono::steady_clock::now();
 
-  ManualClock clock;
-  const uint32_t bs = engine_config.block_size;
-  kv::PredictedBlocks predicted(
-      kv::PredictedBlocks::Options{from_seconds(options.router.load.predicted_ttl_s), workers},
-      clock);
-  kv::KvIndex index(kv::KvIndex::Options{bs, workers, &predicted});
-  kv::ActiveLoad load(kv::ActiveLoad::Options{from_seconds(options.active_block_ttl_s), workers},
-                      clock);
-  kv::EngineSignals signals(workers, clock);
-  routing::RouterOptions router_options = options.router;
-  router_options.policy = std::string(policy);
-  router_options.load.engine_poll_interval_s = options.engine_metrics_interval_s;
-  INFERA_ASSIGN_OR_RETURN(
-      std::unique_ptr<routing::Router> router,
-      routing::Router::create(router_options, index, load, &predicted, &signals));
-
-  std::vector<std::unique_ptr<engine::EngineCore>> engines;
-  std::vector<events::EventApplier> appliers;
-  // Candidates per stage: every worker (aggregated), or the prefill and the decode pool.
-  std::vector<kv::WorkerId> first_stage, decode_stage;
-  for (uint32_t w = 0; w < workers; ++w) {
-    index.add_worker(w);
-    engine::EngineConfig c = engine_config;
-    c.output_seed = engine_config.output_seed + w;
-    engines.push_back(std::make_unique<engine::EngineCore>(c, clock));
-    appliers.emplace_back(index, w);
-    (disagg && w >= options.prefill_workers ? decode_stage : first_stage).push_back(w);
-  }
-  const routing::Stage first_kind = disagg ? routing::Stage::kPrefill : routing::Stage::kAggregated;
-
-  // Requests become ready at their arrival, or after the turn they depend on (+ think time).
-  using Ready = std::pair<Nanos, size_t>;
-  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
-  Dependencies dependencies(workload);
-  std::vector<size_t> now_ready;
-  for (size_t i = 0; i < workload.requests.size(); ++i) {
-    if (dependencies.independent(i)) ready.emplace(from_seconds(workload.requests[i].arrival_s), i);
-  }
-
-  RunRecorder recorder(workers);
-  std::unordered_map<engine::RequestId, Live> live;
-  std::vector<uint64_t> hashes;
-  std::vector<uint32_t> tokens;  // the prompt being routed
-  engine::StepOutput out;
-  events::ApplyTally tally;
-  uint64_t steps = 0;
-  engine::RequestId next_id = 1;
-  const Nanos poll_every = from_seconds(options.engine_metrics_interval_s);
-  Nanos next_poll{0};
-  Rng bypass(router_options.seed ^ 0x5bd1e995u);  // which requests, and where, bypass the router
-
-  auto finish = [&](engine::RequestId id, Live& l, double now_s, bool failed) {
-    router->release(l.ticket);
-    if (l.prefill_worker) router->release(l.prefill_ticket);
-    const RequestSpec& spec = workload.requests[l.spec];
-    if (failed) {
-      recorder.error();
-    } else {
-      recorder.request(l.arrival_s, l.first_s, now_s, static_cast<uint32_t>(spec.prompt.size()),
-                       l.cached, l.outputs, l.worker);
-      if (l.prefill_worker) recorder.also_served(*l.prefill_worker);
-    }
-    now_ready.clear();
-    dependencies.finished(spec.id, now_ready);
-    for (size_t d : now_ready) ready.emplace(from_seconds(now_s + workload.requests[d].think_s), d);
-    live.erase(id);
-  };
-
-  // Routes a stage of `l`'s request among `candidates` and queues it on the chosen engine, as
-  // `base` says (hold_kv / remote_kv, max_tokens). Failures end the request.
-  auto start = [&](Live l, std::span<const kv::WorkerId> candidates, engine::RequestSpec base) {
-    const RequestSpec& spec = workload.requests[l.spec];
-    spec.prompt.tokens(tokens);
-    const engine::RequestId id = next_id++;
-    if (options.hidden_fraction > 0 && bypass.uniform_double() < options.hidden_fraction) {
-      // Someone else's request: a worker at random, nothing registered with our router.
-      l.worker = candidates[bypass.uniform(candidates.size())];
-      base.id = id;
-      base.prompt = tokens;
-      auto [it, inserted] = live.emplace(id, l);
-      if (!engines[l.worker]->add_request(base).ok())
-        finish(id, it->second, seconds(clock.now()), true);
-      return;
-    }
-    kv::compute_seq_hashes(tokens, bs, kv::kHashSeed, hashes);
-    auto routed =
-        router->route(hashes, static_cast<uint32_t>(spec.prompt.size()), candidates, l.stage);
-    if (routed.ok()) {
-      l.worker = routed->decision.worker();
-      l.ticket = routed->ticket;
-      if (l.stage != routing::Stage::kDecode) {
-        recorder.predicted(routed->decision.chosen().cache_hits, routed->decision.request_blocks);
-      }
-      base.id = id;
-      base.prompt = tokens;
-    }
-    auto [it, inserted] = live.emplace(id, l);
-    if (!routed.ok() || !engines[l.worker]->add_request(base).ok()) {
-      finish(id, it->second, seconds(clock.now()), true);
-    }
-  };
-
-  while (true) {
-    Nanos t = ready.empty() ? kNever : ready.top().first;
-    for (const auto& e : engines) {
-      if (auto next = e->next_event_time()) t = std::min(t, *next);
-    }
-    if (t == kNever) break;
-    if (poll_every.count() > 0) t = std::min(t, next_poll);
-    if (t > clock.now()) clock.set(t);
-
-    // Engines first, so that the index holds what the fleet cached up to now.
-    for (uint32_t w = 0; w < workers; ++w) {
-      while (engines[w]->poll(out)) {
-        if (out.ran_step) ++steps;
-        if (!out.kv_events.events.empty()) appliers[w].apply(out.kv_events, tally);
-        const double now_s = seconds(out.ran_step ? out.end : clock.now());
-        for (const engine::RequestOutput& o : out.outputs) {
-          auto it = live.find(o.id);
-          if (it == live.end()) continue;
-          Live& l = it->second;
-          if (l.stage == routing::Stage::kPrefill) {
-            // The prefill's one token is not the client's; its decode pulls the held blocks now.
-            Live decode;
-            decode.spec = l.spec;
-            decode.stage = routing::Stage::kDecode;
-            decode.arrival_s = l.arrival_s;
-            decode.cached = o.cached_tokens;
-            decode.prefill_worker = l.worker;
-            decode.prefill_ticket = l.ticket;
-            router->prefill_done(l.ticket);
-            engines[w]->release_held(o.id);
-            live.erase(it);
-            engine::RequestSpec req;
-            req.max_tokens = std::max(1u, workload.requests[decode.spec].max_tokens);
-            req.ignore_eos = true;
-            req.remote_kv = true;
-            start(decode, decode_stage, req);
-            continue;
-          }
-          if (o.index == 0) {
-            router->prefill_done(l.ticket);  // what the gateway sees as the first byte
-            l.first_s = now_s;
-            if (!l.prefill_worker) l.cached = o.cached_tokens;
-          } else {
-            recorder.inter_token_gap(now_s - l.last_s);
-          }
-          l.last_s = now_s;
-          ++l.outputs;
-          if (o.finish != engine::FinishReason::kNone) finish(o.id, l, now_s, false);
-        }
-      }
-    }
-
-    // The engines' own load, as a poll of their /metrics would read it now.
-    if (poll_every.count() > 0 && clock.now() >= next_poll) {
-      for (uint32_t w = 0; w < workers; ++w) {
-        const engine::EngineMetrics m = engines[w]->metrics();
-        const kv::WorkerLoad ours = load.load(w);
-        signals.record(w, m.num_waiting, m.num_running, m.kv_cache_usage, ours.active_requests,
-                       ours.prefill_requests);
-      }
-      next_poll = clock.now() + poll_every;
-    }
-
-    // Then every request that is ready by now.
-    while (!ready.empty() && ready.top().first <= clock.now()) {
-      const size_t i = ready.top().second;
-      ready.pop();
-      Live l;
-      l.spec = i;
-      l.stage = first_kind;
-      l.arrival_s = seconds(clock.now());
-      engine::RequestSpec req;
-      req.ignore_eos = true;
-      req.hold_kv = disagg;
-      req.max_tokens = disagg ? 1 : std::max(1u, workload.requests[i].max_tokens);
-      start(l, first_stage, req);
-    }
-  }
-
-  SimResult result;
-  result.report = recorder.summarize();
-  if (disagg) {
-    result.report.prefill_hit_ratio = stage_hit_ratio(engines, 0, options.prefill_workers);
-    result.report.decode_hit_ratio = stage_hit_ratio(engines, options.prefill_workers, workers);
-    for (const auto& e : engines) result.report.kv_pulled_blocks += e->metrics().kv_pulled_blocks;
-  }
-  result.engine_steps = steps;
+  Simulation sim(workload, options, engine_config);
+  INFERA_RETURN_IF_ERROR(sim.build(policy));
+  sim.run();
+  SimResult result = sim.result();
   result.wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return result;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 
 #include "infera/common/check.h"
@@ -67,6 +68,85 @@ struct WorkerState {
 
 uint64_t bit_of(WorkerId worker) { return uint64_t{1} << (worker % kGroupSize); }
 
+// The lower tier of `medium` (kCpu, kDisk).
+LowerTier& tier_of(WorkerState& w, Medium medium) {
+  return w.lower[static_cast<size_t>(medium) - 1];
+}
+const LowerTier& tier_of(const WorkerState& w, Medium medium) {
+  return w.lower[static_cast<size_t>(medium) - 1];
+}
+
+// Where a stored run's hash chain starts: after the parent's router hash, or at block 0.
+struct ChainStart {
+  bool has_parent = false;
+  uint64_t prev = 0;
+};
+
+// Validation of a BlockStored that needs no state, so that it runs before any lock.
+ApplyResult check_stored(const StoredEvent& event, uint32_t block_size) {
+  const size_t num_blocks = event.engine_hashes.size();
+  const bool tokenless = event.token_ids.empty();
+  if (num_blocks == 0 || (tokenless && event.medium == Medium::kGpu)) {
+    // Only lower tiers may announce blocks without tokens (CPU offload); they are residency.
+    return ApplyResult::kMalformed;
+  }
+  if (!tokenless) {
+    if (event.block_size != block_size) return ApplyResult::kBlockSizeMismatch;
+    if (event.token_ids.size() % block_size != 0) return ApplyResult::kPartialBlock;
+    if (event.token_ids.size() / block_size != num_blocks) return ApplyResult::kMalformed;
+  }
+  return ApplyResult::kApplied;
+}
+
+// A tokenless lower-tier store: residency, with the router hash when the worker holds the
+// engine hash on GPU.
+void store_tokenless(WorkerState& w, const StoredEvent& event) {
+  LowerTier& tier = tier_of(w, event.medium);
+  for (const uint64_t engine : event.engine_hashes) {
+    auto [entry, inserted] = tier.by_engine.try_emplace(engine);
+    if (!inserted) {
+      ++entry->refs;
+      continue;
+    }
+    entry->refs = 1;
+    if (const uint64_t* router = w.gpu.find(engine)) {
+      entry->router = *router;
+      entry->known = true;
+      ++*tier.by_router.try_emplace(*router, 0).first;
+    }
+  }
+}
+
+// The parent's router hash: on GPU first, then on the event's own tier. None when the event
+// names a parent the mirror does not hold.
+std::optional<ChainStart> resolve_parent(const WorkerState& w, const StoredEvent& event) {
+  if (!event.parent_engine_hash) return ChainStart{};
+  const uint64_t parent = *event.parent_engine_hash;
+  if (const uint64_t* router = w.gpu.find(parent)) return ChainStart{true, *router};
+  if (event.medium != Medium::kGpu) {
+    const LowerEntry* entry = tier_of(w, event.medium).by_engine.find(parent);
+    if (entry && entry->known) return ChainStart{true, entry->router};
+  }
+  return std::nullopt;
+}
+
+// A lower-tier store with tokens: `local` holds the blocks' local hashes.
+void store_lower(LowerTier& tier, std::span<const uint64_t> engine_hashes, const uint64_t* local,
+                 ChainStart chain, uint64_t seed) {
+  for (size_t i = 0; i < engine_hashes.size(); ++i) {
+    const uint64_t router =
+        chain.has_parent ? chain_block_hash(chain.prev, local[i], seed) : local[i];
+    chain = ChainStart{true, router};
+    auto [entry, inserted] = tier.by_engine.try_emplace(engine_hashes[i]);
+    if (!inserted) {
+      ++entry->refs;
+      continue;
+    }
+    *entry = LowerEntry{router, 1, true};
+    ++*tier.by_router.try_emplace(router, 0).first;
+  }
+}
+
 }  // namespace
 
 struct KvIndex::Group {
@@ -87,6 +167,38 @@ struct KvIndex::Group {
     if (!bits) return;
     *bits &= ~bit;
     if (*bits == 0) holders.erase_found(bits);
+  }
+
+  // A GPU store: chains `local` (the blocks' local hashes) into router hashes in place and
+  // records each block.
+  void store_gpu(WorkerState& w, uint64_t bit, std::span<const uint64_t> engine_hashes,
+                 uint64_t* local, ChainStart chain, uint64_t seed) {
+    const size_t num_blocks = engine_hashes.size();
+    // The tables are far larger than the caches at fleet scale and a miss costs 100-250 ns,
+    // so the lines the inserts start on are asked for before any insert runs and the misses
+    // of the whole event overlap. Chaining the router hashes fills the wait for the first.
+    for (const uint64_t engine : engine_hashes) w.gpu.prefetch_for_write(engine);
+    for (size_t i = 0; i < num_blocks; ++i) {
+      local[i] = chain.has_parent ? chain_block_hash(chain.prev, local[i], seed) : local[i];
+      chain = ChainStart{true, local[i]};
+      holders.prefetch_for_write(local[i]);
+    }
+    for (size_t i = 0; i < num_blocks; ++i) {
+      const uint64_t router = local[i];
+      const uint64_t engine = engine_hashes[i];
+      auto [mapped, inserted] = w.gpu.try_emplace(engine, router);
+      if (!inserted) {
+        // The same engine block stored again: one more copy to remove before it is gone.
+        ++*w.gpu_dups.try_emplace(engine, 0).first;
+        continue;
+      }
+      uint64_t& bits = *holders.try_emplace(router, 0).first;
+      if (bits & bit) {
+        ++*w.gpu_aliases.try_emplace(router, 0).first;
+      } else {
+        bits |= bit;
+      }
+    }
   }
 
   void clear_gpu(WorkerState& w, uint64_t bit) {
@@ -206,26 +318,13 @@ ApplyResult KvIndex::apply(const StoredEvent& event) {
     count(ApplyResult::kUnknownWorker);
     return ApplyResult::kUnknownWorker;
   }
-  const size_t num_blocks = event.engine_hashes.size();
-  const bool tokenless = event.token_ids.empty();
-  // Validation that needs no state, before taking any lock.
-  ApplyResult verdict = ApplyResult::kApplied;
-  if (num_blocks == 0 || (tokenless && event.medium == Medium::kGpu)) {
-    // Only lower tiers may announce blocks without tokens (CPU offload); they are residency.
-    verdict = ApplyResult::kMalformed;
-  } else if (!tokenless) {
-    if (event.block_size != options_.block_size) {
-      verdict = ApplyResult::kBlockSizeMismatch;
-    } else if (event.token_ids.size() % options_.block_size != 0) {
-      verdict = ApplyResult::kPartialBlock;
-    } else if (event.token_ids.size() / options_.block_size != num_blocks) {
-      verdict = ApplyResult::kMalformed;
-    }
-  }
+  const ApplyResult verdict = check_stored(event, options_.block_size);
   if (verdict != ApplyResult::kApplied) {
     count(verdict);
     return verdict;
   }
+  const size_t num_blocks = event.engine_hashes.size();
+  const bool tokenless = event.token_ids.empty();
 
   // Local hashes depend only on the tokens: compute them outside the lock. A small buffer on
   // the stack covers typical events (vLLM stores one step's new blocks at a time).
@@ -253,94 +352,23 @@ ApplyResult KvIndex::apply(const StoredEvent& event) {
     return ApplyResult::kUnknownWorker;
   }
   WorkerState& w = g.workers[event.worker % kGroupSize];
-
   if (tokenless) {
-    LowerTier& tier = w.lower[static_cast<size_t>(event.medium) - 1];
-    for (const uint64_t engine : event.engine_hashes) {
-      auto [entry, inserted] = tier.by_engine.try_emplace(engine);
-      if (!inserted) {
-        ++entry->refs;
-        continue;
-      }
-      entry->refs = 1;
-      if (const uint64_t* router = w.gpu.find(engine)) {
-        entry->router = *router;
-        entry->known = true;
-        ++*tier.by_router.try_emplace(*router, 0).first;
-      }
-    }
-    blocks_stored_.fetch_add(num_blocks, std::memory_order_relaxed);
-    count(ApplyResult::kApplied);
-    return ApplyResult::kApplied;
-  }
-
-  // Resolve the parent's router hash: on GPU first, then on the event's own tier.
-  bool has_parent = false;
-  uint64_t prev = 0;
-  if (event.parent_engine_hash) {
-    const uint64_t parent = *event.parent_engine_hash;
-    if (const uint64_t* router = w.gpu.find(parent)) {
-      has_parent = true;
-      prev = *router;
-    } else if (event.medium != Medium::kGpu) {
-      const LowerTier& tier = w.lower[static_cast<size_t>(event.medium) - 1];
-      const LowerEntry* entry = tier.by_engine.find(parent);
-      if (entry && entry->known) {
-        has_parent = true;
-        prev = entry->router;
-      }
-    }
-    if (!has_parent) {
+    store_tokenless(w, event);
+  } else {
+    const std::optional<ChainStart> chain = resolve_parent(w, event);
+    if (!chain) {
       count(ApplyResult::kUnknownParent);
       return ApplyResult::kUnknownParent;
     }
-  }
-
-  if (event.medium == Medium::kGpu) {
-    // The tables are far larger than the caches at fleet scale and a miss costs 100-250 ns,
-    // so the lines the inserts start on are asked for before any insert runs and the misses
-    // of the whole event overlap. Chaining the router hashes fills the wait for the first.
-    for (const uint64_t engine : event.engine_hashes) w.gpu.prefetch_for_write(engine);
-    for (size_t i = 0; i < num_blocks; ++i) {
-      local[i] = has_parent ? chain_block_hash(prev, local[i], seed) : local[i];
-      has_parent = true;
-      prev = local[i];
-      g.holders.prefetch_for_write(local[i]);
-    }
-    for (size_t i = 0; i < num_blocks; ++i) {
-      const uint64_t router = local[i];
-      const uint64_t engine = event.engine_hashes[i];
-      auto [mapped, inserted] = w.gpu.try_emplace(engine, router);
-      if (!inserted) {
-        // The same engine block stored again: one more copy to remove before it is gone.
-        ++*w.gpu_dups.try_emplace(engine, 0).first;
-        continue;
+    if (event.medium == Medium::kGpu) {
+      g.store_gpu(w, bit, event.engine_hashes, local, *chain, seed);
+      lock.unlock();
+      // What was predicted on route is now confirmed (a no-op unless the worker has entries).
+      if (options_.predicted) {
+        options_.predicted->confirm(event.worker, std::span<const uint64_t>(local, num_blocks));
       }
-      uint64_t& bits = *g.holders.try_emplace(router, 0).first;
-      if (bits & bit) {
-        ++*w.gpu_aliases.try_emplace(router, 0).first;
-      } else {
-        bits |= bit;
-      }
-    }
-    lock.unlock();
-    // What was predicted on route is now confirmed (a no-op unless the worker has entries).
-    if (options_.predicted) {
-      options_.predicted->confirm(event.worker, std::span<const uint64_t>(local, num_blocks));
-    }
-  } else {
-    LowerTier& tier = w.lower[static_cast<size_t>(event.medium) - 1];
-    for (size_t i = 0; i < num_blocks; ++i) {
-      const uint64_t router = has_parent ? chain_block_hash(prev, local[i], seed) : local[i];
-      has_parent = true;
-      prev = router;
-      auto [entry, inserted] = tier.by_engine.try_emplace(event.engine_hashes[i]);
-      if (!inserted) {
-        ++entry->refs;
-        continue;
-      }
-      *entry = LowerEntry{router, 1, true};
-      ++*tier.by_router.try_emplace(router, 0).first;
+    } else {
+      store_lower(tier_of(w, event.medium), event.engine_hashes, local, *chain, seed);
     }
   }
   blocks_stored_.fetch_add(num_blocks, std::memory_order_relaxed);
