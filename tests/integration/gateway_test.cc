@@ -554,7 +554,13 @@ TEST_F(GatewayTest, AdminEndpointsNeedTheTokenWhenOneIsSet) {
   FakeEngine engine(loop_);
   start_gateway({engine.url()}, {"--admin-token", "s3cret"});
   EXPECT_EQ(call(http::Method::kGet, "/metrics").status, 401);
-  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers").status, 401);
+  const http::Response denied = call(http::Method::kGet, "/v1/admin/workers");
+  EXPECT_EQ(denied.status, 401);
+  // The one error mapper's OpenAI shape, and the scheme to use.
+  EXPECT_EQ(denied.header("WWW-Authenticate"), "Bearer");
+  const boost::json::value error = boost::json::parse(denied.body).at("error");
+  EXPECT_EQ(error.at("type").as_string(), "authentication_error");
+  EXPECT_EQ(error.at("code").as_string(), "invalid_api_key");
   EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers", {}, {{"Authorization", "Bearer wrong!"}}).status, 401);
   EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers", {}, {{"Authorization", "Bearer s3cret"}}).status, 200);
   EXPECT_EQ(call(http::Method::kGet, "/health").status, 200);  // public
@@ -657,6 +663,33 @@ TEST_F(GatewayTest, AWorkerWithAnotherBlockSizeIsRefused) {
   for (int i = 0; i < 4; ++i) call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(9, 1)));
   EXPECT_EQ(wrong.requests.load(), 0);
   EXPECT_EQ(right.requests.load(), 4);
+}
+
+// What the gateway learns by asking a worker (its /v1/models, its /metrics) is published in the
+// fleet's view: the admin API shows it, and a LoRA adapter the worker lists is routed.
+TEST_F(GatewayTest, WhatAWorkerSaysItServesIsShownAndRouted) {
+  FakeEngine engine(loop_);
+  engine.adapters = {"sql-lora"};
+  start_gateway({engine.url()});
+  // Its block size is asked after its models: once it shows, both are known.
+  ASSERT_TRUE(eventually([&] {
+    return call(http::Method::kGet, "/v1/admin/workers").body.find("\"block_size\":16") !=
+           std::string::npos;
+  }));
+  const auto workers = boost::json::parse(call(http::Method::kGet, "/v1/admin/workers").body);
+  const auto& w = workers.at("workers").at(0);
+  EXPECT_EQ(w.at("models"), (boost::json::array{"fake-model", "sql-lora"}));
+  EXPECT_EQ(w.at("state"), "healthy");
+  EXPECT_EQ(w.as_object().count("refused_reason"), 0u);
+  const auto ids = prompt_ids(12, 1);
+  EXPECT_EQ(
+      call(http::Method::kPost, "/v1/completions", completion_json(ids, true, "sql-lora")).status,
+      200);
+  EXPECT_EQ(
+      call(http::Method::kPost, "/v1/completions", completion_json(ids, true, "no-such-model"))
+          .status,
+      404);
+  EXPECT_EQ(engine.requests.load(), 1);
 }
 
 TEST_F(GatewayTest, AClientThatLeavesCancelsTheUpstreamRequest) {

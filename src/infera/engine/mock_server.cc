@@ -60,12 +60,6 @@ bool query_flag(std::string_view query, std::string_view name) {
   return false;
 }
 
-// A prompt ready for the core, with the text `echo` puts before the output.
-struct Prepared {
-  std::vector<TokenId> ids;
-  std::string echo_text;
-};
-
 // ---------------------------------------------------------------------------------------------
 // The HTTP API: one handler per route; what they share is read-only but the runner.
 
@@ -138,62 +132,6 @@ class Api {
 
  private:
   static net::awaitable<http::Response> ready(http::Response response) { co_return response; }
-
-  // Chat messages -> prompt text (chat template, continue_final_message).
-  Result<std::string> render(const boost::json::array& messages,
-                             const std::optional<boost::json::array>& tools,
-                             bool add_generation_prompt, bool continue_final_message,
-                             const boost::json::object& kwargs) const {
-    jinja::ChatInputs inputs;
-    inputs.messages = messages;
-    inputs.tools = tools;
-    inputs.add_generation_prompt = add_generation_prompt;
-    inputs.template_kwargs = kwargs;
-    INFERA_ASSIGN_OR_RETURN(std::string text, codec_.render_chat(inputs));
-    if (continue_final_message) return cut_after_final_message(std::move(text), messages);
-    return text;
-  }
-
-  Status check_ids(const std::vector<TokenId>& ids) const {
-    for (const TokenId id : ids) {
-      if (id >= codec_.vocab_size()) {
-        return invalid_argument("Token id " + std::to_string(id) + " is out of vocabulary");
-      }
-    }
-    return ok_status();
-  }
-
-  Result<std::vector<Prepared>> prepare(const GenerateRequest& r, std::string* param) const {
-    std::vector<Prepared> out;
-    if (r.kind == ApiKind::kChat) {
-      *param = "messages";
-      INFERA_ASSIGN_OR_RETURN(std::string text,
-                              render(r.messages, r.tools, r.add_generation_prompt,
-                                     r.continue_final_message, r.chat_template_kwargs));
-      Prepared p;
-      p.ids = codec_.encode(text, r.add_special_tokens.value_or(false));
-      out.push_back(std::move(p));
-    } else {
-      *param = "prompt";
-      for (const PromptInput& in : r.prompts) {
-        Prepared p;
-        if (in.text) {
-          p.ids = codec_.encode(*in.text, r.add_special_tokens.value_or(true));
-          if (r.echo) p.echo_text = *in.text;
-        } else {
-          INFERA_RETURN_IF_ERROR(check_ids(in.ids));
-          p.ids = in.ids;
-          if (r.echo) p.echo_text = codec_.decode(p.ids);
-        }
-        out.push_back(std::move(p));
-      }
-    }
-    for (const Prepared& p : out) {
-      if (p.ids.empty()) return invalid_argument("the prompt must not be empty");
-    }
-    param->clear();
-    return out;
-  }
 
   // Output budget of one prompt: max_tokens, or vLLM's default (16 for completions, the rest of
   // the context for chat); a prompt that does not fit is the user's error.
@@ -345,7 +283,7 @@ class Api {
                                              " choices (prompts x n) per request"),
                             "n");
     }
-    Result<std::vector<Prepared>> prepared = prepare(r, &param);
+    Result<std::vector<PreparedPrompt>> prepared = prepare_prompts(codec_, r, &param);
     if (!prepared.ok()) co_return bad_request(prepared.status(), param);
     const PdPlan plan = pd_plan(r);
     const bool hold = plan.part == PdPart::kHold;
@@ -373,7 +311,7 @@ class Api {
     std::vector<ChoiceSpec> choices;
     choices.reserve(prepared->size() * r.n);
     Usage usage;
-    for (Prepared& p : *prepared) {
+    for (PreparedPrompt& p : *prepared) {
       Result<uint32_t> max_tokens = budget(r, p.ids.size(), &param);
       if (!max_tokens.ok()) co_return bad_request(max_tokens.status(), param);
       usage.prompt_tokens += p.ids.size();
@@ -512,12 +450,11 @@ class Api {
     if (!options_.lora_for(r.model)) return model_not_found(r.model);
     std::vector<TokenId> ids;
     if (r.prompt) {
-      ids = codec_.encode(*r.prompt, r.add_special_tokens.value_or(true));
+      ids = codec_.encode(*r.prompt, r.add_special_tokens);
     } else {
-      Result<std::string> text = render(r.messages, r.tools, r.add_generation_prompt,
-                                        r.continue_final_message, r.chat_template_kwargs);
-      if (!text.ok()) return bad_request(text.status(), "messages");
-      ids = codec_.encode(*text, r.add_special_tokens.value_or(false));
+      Result<std::vector<TokenId>> chat = codec_.encode_chat(r.chat);
+      if (!chat.ok()) return bad_request(chat.status(), "messages");
+      ids = std::move(*chat);
     }
     std::vector<std::string> strs;
     if (r.return_token_strs) {
@@ -532,7 +469,7 @@ class Api {
     std::string param;
     Result<std::vector<TokenId>> ids = parse_detokenize_request(req.body, &param);
     if (!ids.ok()) return bad_request(ids.status(), param);
-    if (Status s = check_ids(*ids); !s.ok()) return bad_request(s, "tokens");
+    if (Status s = codec_.check_ids(*ids); !s.ok()) return bad_request(s, "tokens");
     std::string body = R"({"prompt":)";
     http::append_json_string(body, codec_.decode(*ids));
     body += '}';

@@ -344,7 +344,8 @@ TEST(MockServerTest, BadInputIsAnOpenAiStyle400AndTheEngineKeepsServing) {
        "max_tokens"},
       {"/v1/completions", R"({"prompt":["a","b","c","d","e","f","g","h","i"],"n":128})", "n"},
       {"/v1/chat/completions", R"({"messages":[]})", "messages"},
-      {"/v1/chat/completions", R"({"messages":[{"role":1,"content":"x"}]})", "messages"},
+      // The gateway's chat-prompt parser (tokenizer::parse_chat_prompt) names the message.
+      {"/v1/chat/completions", R"({"messages":[{"role":1,"content":"x"}]})", "messages[0].role"},
       {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"n":"2"})", "n"},
       {"/tokenize", R"({"prompt":7})", "prompt"},
       {"/detokenize", R"({"tokens":[99999999]})", "tokens"},

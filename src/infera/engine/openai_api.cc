@@ -19,6 +19,8 @@ namespace json = boost::json;
 
 constexpr uint32_t kMaxN = 128;  // choices per prompt
 constexpr size_t kMaxPrompts = 1024;
+// Chat messages per request: no limit of its own, as vLLM (the HTTP body limit bounds them).
+constexpr uint32_t kMaxMessages = std::numeric_limits<uint32_t>::max();
 
 // Request fields the engine accepts. OpenAI's own parameters and vLLM's extensions
 // (vllm/entrypoints/openai/protocol.py) are accepted, most of them ignored (the mock has no
@@ -161,48 +163,6 @@ class Parser {
     return out;
   }
 
-  Status messages(const json::value& v, json::array& out) {
-    if (!v.is_array()) return fail("messages", "'messages' must be a list of messages");
-    const json::array& a = v.get_array();
-    if (a.empty()) return fail("messages", "'messages' must not be empty");
-    for (const json::value& m : a) {
-      const json::object* msg = m.if_object();
-      if (msg == nullptr) return fail("messages", "each message must be an object");
-      const json::value* role = msg->if_contains("role");
-      if (role == nullptr || !role->is_string()) {
-        return fail("messages", "each message needs a string 'role'");
-      }
-      const json::value* content = msg->if_contains("content");
-      if (content != nullptr && !content->is_string() && !content->is_array() &&
-          !content->is_null()) {
-        return fail("messages", "a message's 'content' must be a string, a list of parts or null");
-      }
-    }
-    out = a;
-    return ok_status();
-  }
-
-  // Chat-template inputs shared by chat completions and /tokenize.
-  Status chat_field(std::string_view key, const json::value& value, json::array& tools_out,
-                    bool& has_tools, bool& add_generation_prompt, bool& continue_final,
-                    json::object& kwargs) {
-    if (key == "tools") {
-      if (value.is_null()) return ok_status();
-      if (!value.is_array()) return fail(key, "'tools' must be a list");
-      tools_out = value.get_array();
-      has_tools = true;
-    } else if (key == "add_generation_prompt") {
-      INFERA_ASSIGN_OR_RETURN(add_generation_prompt, boolean(value, key));
-    } else if (key == "continue_final_message") {
-      INFERA_ASSIGN_OR_RETURN(continue_final, boolean(value, key));
-    } else if (key == "chat_template_kwargs") {
-      if (value.is_null()) return ok_status();
-      if (!value.is_object()) return fail(key, "'chat_template_kwargs' must be an object");
-      kwargs = value.get_object();
-    }
-    return ok_status();
-  }
-
  private:
   std::string* param_;
 };
@@ -216,10 +176,7 @@ Result<GenerateRequest> parse_generate_request(ApiKind kind, std::string_view bo
   GenerateRequest r;
   r.kind = kind;
   bool has_prompt = false;
-  bool has_messages = false;
   bool has_stream_options = false;
-  json::array tools;
-  bool has_tools = false;
   for (const auto& [key_sv, value] : o) {
     const std::string_view key = key_sv;
     const bool known = contains(kCommonFields, key) ||
@@ -234,9 +191,6 @@ Result<GenerateRequest> parse_generate_request(ApiKind kind, std::string_view bo
     } else if (key == "prompt") {
       INFERA_ASSIGN_OR_RETURN(r.prompts, p.prompts(value));
       has_prompt = true;
-    } else if (key == "messages") {
-      INFERA_RETURN_IF_ERROR(p.messages(value, r.messages));
-      has_messages = true;
     } else if (key == "stream") {
       if (value.is_null()) continue;
       INFERA_ASSIGN_OR_RETURN(r.stream, p.boolean(value, key));
@@ -284,10 +238,9 @@ Result<GenerateRequest> parse_generate_request(ApiKind kind, std::string_view bo
     } else if (key == "echo") {
       if (value.is_null()) continue;
       INFERA_ASSIGN_OR_RETURN(r.echo, p.boolean(value, key));
-    } else if (key == "add_special_tokens") {
+    } else if (key == "add_special_tokens" && kind == ApiKind::kCompletions) {
       if (value.is_null()) continue;
-      INFERA_ASSIGN_OR_RETURN(bool b, p.boolean(value, key));
-      r.add_special_tokens = b;
+      INFERA_ASSIGN_OR_RETURN(r.add_special_tokens, p.boolean(value, key));
     } else if (key == "kv_transfer_params") {
       if (value.is_null()) continue;
       const json::object* kv = value.if_object();
@@ -339,29 +292,22 @@ Result<GenerateRequest> parse_generate_request(ApiKind kind, std::string_view bo
       if (!value.is_null() && !value.is_number()) {
         return p.fail(key, "'" + std::string(key) + "' must be a number");
       }
-    } else if (kind == ApiKind::kChat) {
-      INFERA_RETURN_IF_ERROR(p.chat_field(key, value, tools, has_tools, r.add_generation_prompt,
-                                          r.continue_final_message, r.chat_template_kwargs));
     }
   }
   if (kind == ApiKind::kCompletions && !has_prompt) {
     return p.fail("prompt", "'prompt' is required");
   }
-  if (kind == ApiKind::kChat && !has_messages) {
-    return p.fail("messages", "'messages' is required");
+  if (kind == ApiKind::kChat) {
+    // The chat prompt's fields (messages, tools, add_generation_prompt, continue_final_message,
+    // chat_template_kwargs, add_special_tokens) by the gateway's parser and rules.
+    INFERA_ASSIGN_OR_RETURN(r.chat, tokenizer::parse_chat_prompt(o, kMaxMessages, param));
   }
-  if (has_tools) r.tools = std::move(tools);
   if (has_stream_options && !r.stream) {
     return p.fail("stream_options", "Stream options can only be defined when `stream=True`.");
   }
   if (r.max_tokens && r.min_tokens > *r.max_tokens) {
     return p.fail("min_tokens", "min_tokens must be less than or equal to max_tokens");
   }
-  if (r.continue_final_message && r.add_generation_prompt && o.contains("add_generation_prompt")) {
-    return p.fail("continue_final_message",
-                  "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
-  }
-  if (r.continue_final_message) r.add_generation_prompt = false;
   return r;
 }
 
@@ -369,8 +315,6 @@ Result<TokenizeRequest> parse_tokenize_request(std::string_view body, std::strin
   Parser p(param);
   INFERA_ASSIGN_OR_RETURN(json::object o, p.parse_object(body));
   TokenizeRequest r;
-  json::array tools;
-  bool has_tools = false;
   bool has_messages = false;
   for (const auto& [key_sv, value] : o) {
     const std::string_view key = key_sv;
@@ -381,19 +325,13 @@ Result<TokenizeRequest> parse_tokenize_request(std::string_view body, std::strin
       INFERA_ASSIGN_OR_RETURN(std::string text, p.string(value, key));
       r.prompt = std::move(text);
     } else if (key == "messages") {
-      INFERA_RETURN_IF_ERROR(p.messages(value, r.messages));
-      has_messages = true;
-    } else if (key == "add_special_tokens") {
-      INFERA_ASSIGN_OR_RETURN(bool b, p.boolean(value, key));
-      r.add_special_tokens = b;
+      has_messages = !value.is_null();
     } else if (key == "return_token_strs") {
       if (value.is_null()) continue;
       INFERA_ASSIGN_OR_RETURN(r.return_token_strs, p.boolean(value, key));
-    } else if (key == "tools" || key == "add_generation_prompt" ||
-               key == "continue_final_message" || key == "chat_template_kwargs") {
-      INFERA_RETURN_IF_ERROR(p.chat_field(key, value, tools, has_tools, r.add_generation_prompt,
-                                          r.continue_final_message, r.chat_template_kwargs));
-    } else if (key != "chat_template" && key != "mm_processor_kwargs" && key != "documents" &&
+    } else if (key != "add_special_tokens" && key != "tools" && key != "add_generation_prompt" &&
+               key != "continue_final_message" && key != "chat_template_kwargs" &&
+               key != "chat_template" && key != "mm_processor_kwargs" && key != "documents" &&
                key != "cache_salt") {
       return p.fail(key, "Unrecognized request argument supplied: " + std::string(key));
     }
@@ -401,8 +339,14 @@ Result<TokenizeRequest> parse_tokenize_request(std::string_view body, std::strin
   if (r.prompt.has_value() == has_messages) {
     return p.fail("prompt", "give either 'prompt' or 'messages'");
   }
-  if (has_tools) r.tools = std::move(tools);
-  if (r.continue_final_message) r.add_generation_prompt = false;
+  if (r.prompt) {
+    if (const json::value* a = o.if_contains("add_special_tokens"); a && !a->is_null()) {
+      INFERA_ASSIGN_OR_RETURN(r.add_special_tokens, p.boolean(*a, "add_special_tokens"));
+    }
+  } else {
+    // vLLM's TokenizeChatRequest: the chat fields and rules of a chat completions request.
+    INFERA_ASSIGN_OR_RETURN(r.chat, tokenizer::parse_chat_prompt(o, kMaxMessages, param));
+  }
   return r;
 }
 
@@ -422,40 +366,6 @@ Result<std::vector<TokenId>> parse_detokenize_request(std::string_view body, std
   }
   if (!has_tokens) return p.fail("tokens", "'tokens' is required");
   return ids;
-}
-
-Result<std::string> cut_after_final_message(std::string rendered, const json::array& messages) {
-  std::string final_text;
-  if (!messages.empty()) {
-    if (const json::object* last = messages.back().if_object()) {
-      if (const json::value* c = last->if_contains("content")) {
-        if (c->is_string()) {
-          final_text = std::string(c->get_string());
-        } else if (c->is_array()) {
-          for (const json::value& part : c->get_array()) {
-            const json::object* po = part.if_object();
-            const json::value* t = po ? po->if_contains("text") : nullptr;
-            if (t != nullptr && t->is_string()) final_text = std::string(t->get_string());
-          }
-        }
-      }
-    }
-  }
-  // transformers strips the final message before searching (chat templates often strip it).
-  auto is_space = [](char ch) { return ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r'; };
-  size_t b = 0, e = final_text.size();
-  while (b < e && is_space(final_text[b])) ++b;
-  while (e > b && is_space(final_text[e - 1])) --e;
-  const std::string_view needle = std::string_view(final_text).substr(b, e - b);
-  if (needle.empty()) return rendered;
-  const size_t at = rendered.rfind(needle);
-  if (at == std::string::npos) {
-    return invalid_argument(
-        "continue_final_message is set but the final message does not appear in the chat "
-        "template's output");
-  }
-  rendered.resize(at + needle.size());
-  return rendered;
 }
 
 // ---------------------------------------------------------------------------------------------

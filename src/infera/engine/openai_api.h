@@ -13,12 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include <boost/json/array.hpp>
-#include <boost/json/object.hpp>
-
 #include "infera/common/status.h"
 #include "infera/engine/block_hasher.h"
 #include "infera/engine/engine_core.h"
+#include "infera/tokenizer/chat_prompt.h"
 
 namespace infera::engine {
 
@@ -34,16 +32,13 @@ struct GenerateRequest {
   ApiKind kind = ApiKind::kCompletions;
   std::string model;  // "" when absent
 
-  // Completions: one or more prompts (each becomes `n` choices).
+  // Completions: one or more prompts (each becomes `n` choices), text encoded with the
+  // post-processor's special tokens unless add_special_tokens is false.
   std::vector<PromptInput> prompts;
-  // Chat: what the chat template needs.
-  boost::json::array messages;
-  std::optional<boost::json::array> tools;
-  bool add_generation_prompt = true;  // vLLM's default
-  bool continue_final_message = false;
-  boost::json::object chat_template_kwargs;
-  // Unset: true for completions, false for chat (as vLLM).
-  std::optional<bool> add_special_tokens;
+  bool add_special_tokens = true;
+  // Chat: the prompt as the gateway reads it (tokenizer::parse_chat_prompt), add_special_tokens
+  // included.
+  tokenizer::ChatPrompt chat;
 
   std::optional<uint32_t> max_tokens;  // max_tokens or max_completion_tokens; >= 1
   uint32_t min_tokens = 0;
@@ -79,12 +74,8 @@ Result<GenerateRequest> parse_generate_request(ApiKind kind, std::string_view bo
 struct TokenizeRequest {
   std::string model;
   std::optional<std::string> prompt;
-  boost::json::array messages;  // when prompt is unset
-  std::optional<boost::json::array> tools;
-  bool add_generation_prompt = true;
-  bool continue_final_message = false;
-  boost::json::object chat_template_kwargs;
-  std::optional<bool> add_special_tokens;  // unset: true for a prompt, false for messages
+  bool add_special_tokens = true;  // for `prompt`
+  tokenizer::ChatPrompt chat;      // when prompt is unset, read as a chat request's
   bool return_token_strs = false;
 };
 Result<TokenizeRequest> parse_tokenize_request(std::string_view body, std::string* param = nullptr);
@@ -92,11 +83,6 @@ Result<TokenizeRequest> parse_tokenize_request(std::string_view body, std::strin
 // POST /detokenize (vLLM): {"tokens": [...]}.
 Result<std::vector<TokenId>> parse_detokenize_request(std::string_view body,
                                                       std::string* param = nullptr);
-
-// transformers' continue_final_message: the rendered prompt ends right after the final
-// message's content (no end-of-turn tokens), so the model continues that message.
-Result<std::string> cut_after_final_message(std::string rendered,
-                                            const boost::json::array& messages);
 
 // ---------------------------------------------------------------------------------------------
 // Responses

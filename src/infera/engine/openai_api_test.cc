@@ -65,16 +65,24 @@ TEST(OpenAiRequestTest, ChatFields) {
                 R"("chat_template_kwargs":{"enable_thinking":false},"tools":[],)"
                 R"("add_generation_prompt":true,"kv_transfer_params":{"do_remote_decode":true}})");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(r->messages.size(), 1u);
+  EXPECT_EQ(r->chat.messages.size(), 1u);
   EXPECT_EQ(r->max_tokens.value_or(0), 4u);
-  EXPECT_TRUE(r->chat_template_kwargs.contains("enable_thinking"));
-  EXPECT_TRUE(r->tools.has_value());
-  EXPECT_TRUE(r->add_generation_prompt);
+  EXPECT_TRUE(r->chat.chat_template_kwargs.contains("enable_thinking"));
+  EXPECT_TRUE(r->chat.tools.has_value());
+  EXPECT_TRUE(r->chat.add_generation_prompt);
+  EXPECT_FALSE(r->chat.add_special_tokens);
   EXPECT_TRUE(r->do_remote_decode);
   auto cont = chat(R"({"messages":[{"role":"user","content":"hi"}],"continue_final_message":true})");
   ASSERT_TRUE(cont.ok());
-  EXPECT_TRUE(cont->continue_final_message);
-  EXPECT_FALSE(cont->add_generation_prompt);
+  EXPECT_TRUE(cont->chat.continue_final_message);
+  EXPECT_FALSE(cont->chat.add_generation_prompt);
+  // A chat prompt's add_special_tokens is the chat's (default false), a completion's its own.
+  auto special = chat(R"({"messages":[{"role":"user","content":"hi"}],"add_special_tokens":true})");
+  ASSERT_TRUE(special.ok());
+  EXPECT_TRUE(special->chat.add_special_tokens);
+  auto plain = completions(R"({"prompt":"x","add_special_tokens":false})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->add_special_tokens);
 }
 
 struct BadCase {
@@ -115,8 +123,14 @@ TEST(OpenAiRequestTest, BadInputIsInvalidArgumentNamingTheField) {
       {ApiKind::kChat, R"({"model":"m"})", "messages"},
       {ApiKind::kChat, R"({"messages":[]})", "messages"},
       {ApiKind::kChat, R"({"messages":"hi"})", "messages"},
-      {ApiKind::kChat, R"({"messages":[{"content":"hi"}]})", "messages"},
-      {ApiKind::kChat, R"({"messages":[{"role":"user","content":5}]})", "messages"},
+      // A bad message names its index: the chat prompt is read by the gateway's parser
+      // (tokenizer::parse_chat_prompt), which says which message and field.
+      {ApiKind::kChat, R"({"messages":[{"content":"hi"}]})", "messages[0].role"},
+      {ApiKind::kChat, R"({"messages":[{"role":"user","content":5}]})", "messages[0].content"},
+      {ApiKind::kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":{}})", "tools"},
+      {ApiKind::kChat,
+       R"({"messages":[{"role":"user","content":"x"}],"continue_final_message":"yes"})",
+       "continue_final_message"},
       {ApiKind::kChat, R"({"messages":[{"role":"user","content":"x"}],"prompt":"x"})", "prompt"},
       {ApiKind::kChat, R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":3})",
        "chat_template_kwargs"},
@@ -147,12 +161,16 @@ TEST(OpenAiRequestTest, TokenizeForms) {
   auto p = parse_tokenize_request(R"({"model":"m","prompt":"hi","add_special_tokens":false})");
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->prompt.value_or(""), "hi");
-  EXPECT_EQ(p->add_special_tokens, std::optional<bool>(false));
+  EXPECT_FALSE(p->add_special_tokens);
   auto m = parse_tokenize_request(
-      R"({"messages":[{"role":"user","content":"hi"}],"return_token_strs":true})");
+      R"({"messages":[{"role":"user","content":"hi"}],"return_token_strs":true,)"
+      R"("continue_final_message":true})");
   ASSERT_TRUE(m.ok());
   EXPECT_FALSE(m->prompt.has_value());
   EXPECT_TRUE(m->return_token_strs);
+  EXPECT_EQ(m->chat.messages.size(), 1u);
+  EXPECT_TRUE(m->chat.continue_final_message);
+  EXPECT_FALSE(m->chat.add_generation_prompt);
   EXPECT_FALSE(parse_tokenize_request(R"({"model":"m"})").ok());
   EXPECT_FALSE(parse_tokenize_request(R"({"prompt":"a","messages":[{"role":"u"}]})").ok());
   EXPECT_FALSE(parse_tokenize_request(R"({"prompt":1})").ok());
@@ -161,17 +179,6 @@ TEST(OpenAiRequestTest, TokenizeForms) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(*d, (std::vector<TokenId>{4, 5}));
   EXPECT_FALSE(parse_detokenize_request(R"({"tokens":"a"})").ok());
-}
-
-TEST(OpenAiRequestTest, ContinueFinalMessageCutsAfterTheContent) {
-  json::array messages = json::parse(
-      R"([{"role":"user","content":"hi"},{"role":"assistant","content":"The answer is "}])")
-                             .as_array();
-  auto cut = cut_after_final_message(
-      "<|user|>hi<|end|><|assistant|>The answer is<|end|>\n", messages);
-  ASSERT_TRUE(cut.ok());
-  EXPECT_EQ(*cut, "<|user|>hi<|end|><|assistant|>The answer is");
-  EXPECT_FALSE(cut_after_final_message("nothing here", messages).ok());
 }
 
 // Every response document must be valid JSON with OpenAI's fields.

@@ -4,12 +4,12 @@
 
 #include <array>
 #include <boost/json/parse.hpp>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <system_error>
 
 #include "infera/common/log.h"
-#include "infera/tokenizer/model_dir.h"
+#include "infera/tokenizer/prompt_encoder.h"
 #include "infera/tokenizer/tokenizer.h"
 
 namespace infera::engine {
@@ -22,37 +22,30 @@ namespace json = boost::json;
 
 class TokenizerCodec final : public TextCodec {
  public:
-  TokenizerCodec(std::filesystem::path dir, std::unique_ptr<tokenizer::Tokenizer> tok,
-                 std::optional<jinja::ChatTemplate> chat, std::string chat_error, TokenId eos)
-      : dir_(std::move(dir)),
-        tok_(std::move(tok)),
-        chat_(std::move(chat)),
-        chat_error_(std::move(chat_error)),
+  TokenizerCodec(std::unique_ptr<tokenizer::PromptEncoder> encoder, TokenId eos)
+      : encoder_(std::move(encoder)),
         eos_(eos),
-        vocab_size_(static_cast<uint32_t>(tok_->vocab_size())) {}
+        vocab_size_(static_cast<uint32_t>(encoder_->tokenizer().vocab_size())) {}
 
   std::vector<TokenId> encode(std::string_view text, bool add_special_tokens) const override {
-    return tok_->encode(text, add_special_tokens);
+    return std::move(encoder_->encode_text(text, add_special_tokens)->ids);
   }
-  Result<std::string> render_chat(const jinja::ChatInputs& inputs) const override {
-    if (!chat_) return invalid_argument(chat_error_);
-    return chat_->render(inputs);
+  Result<std::vector<TokenId>> encode_chat(const tokenizer::ChatPrompt& chat) const override {
+    INFERA_ASSIGN_OR_RETURN(tokenizer::EncodedPrompt encoded, encoder_->encode_chat(chat));
+    return std::move(encoded.ids);
   }
   std::string decode(std::span<const TokenId> ids) const override {
-    return tok_->decode(ids, /*skip_special_tokens=*/true);
+    return encoder_->tokenizer().decode(ids, /*skip_special_tokens=*/true);
   }
   std::optional<std::string> token_string(TokenId id) const override {
-    return tok_->id_to_token(id);
+    return encoder_->tokenizer().id_to_token(id);
   }
   uint32_t vocab_size() const override { return vocab_size_; }
   TokenId eos_token_id() const override { return eos_; }
-  std::string describe() const override { return "tokenizer " + dir_.string(); }
+  std::string describe() const override { return "tokenizer " + encoder_->directory().string(); }
 
  private:
-  std::filesystem::path dir_;
-  std::unique_ptr<tokenizer::Tokenizer> tok_;
-  std::optional<jinja::ChatTemplate> chat_;
-  std::string chat_error_;
+  std::unique_ptr<tokenizer::PromptEncoder> encoder_;
   TokenId eos_;
   uint32_t vocab_size_;
 };
@@ -112,10 +105,13 @@ class SyntheticCodec final : public TextCodec {
     return ids;
   }
 
-  // ChatML: <|im_start|>role\ncontent<|im_end|>\n per message, then the assistant's header.
-  Result<std::string> render_chat(const jinja::ChatInputs& inputs) const override {
+  // ChatML: <|im_start|>role\ncontent<|im_end|>\n per message, then the assistant's header;
+  // list content and continue_final_message as the tokenizer codec treats them for a template
+  // that expects strings.
+  Result<std::vector<TokenId>> encode_chat(const tokenizer::ChatPrompt& chat) const override {
+    const json::array messages = tokenizer::flatten_content(chat.messages);
     std::string out;
-    for (const json::value& m : inputs.messages) {
+    for (const json::value& m : messages) {
       const json::object* msg = m.if_object();
       const json::value* role = msg ? msg->if_contains("role") : nullptr;
       if (role == nullptr || !role->is_string()) {
@@ -124,21 +120,17 @@ class SyntheticCodec final : public TextCodec {
       out += "<|im_start|>";
       out += role->get_string();
       out += '\n';
-      if (const json::value* content = msg->if_contains("content"); content != nullptr) {
-        if (content->is_string()) {
-          out += content->get_string();
-        } else if (content->is_array()) {
-          for (const json::value& part : content->get_array()) {
-            const json::object* p = part.if_object();
-            const json::value* t = p ? p->if_contains("text") : nullptr;
-            if (t != nullptr && t->is_string()) out += t->get_string();
-          }
-        }
+      if (const json::value* content = msg->if_contains("content");
+          content != nullptr && content->is_string()) {
+        out += content->get_string();
       }
       out += "<|im_end|>\n";
     }
-    if (inputs.add_generation_prompt) out += "<|im_start|>assistant\n";
-    return out;
+    if (chat.add_generation_prompt) out += "<|im_start|>assistant\n";
+    if (chat.continue_final_message) {
+      INFERA_ASSIGN_OR_RETURN(out, tokenizer::cut_after_final_message(std::move(out), messages));
+    }
+    return encode(out, chat.add_special_tokens);
   }
 
   std::string decode(std::span<const TokenId> ids) const override {
@@ -193,37 +185,67 @@ bool ends_incomplete(std::string_view text) {
 }  // namespace
 
 Result<std::unique_ptr<TextCodec>> load_tokenizer_codec(std::string_view path_or_id) {
-  INFERA_ASSIGN_OR_RETURN(std::filesystem::path dir, tokenizer::resolve_model_dir(path_or_id));
-  INFERA_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok,
-                          tokenizer::Tokenizer::from_file(dir / "tokenizer.json"));
-  const std::filesystem::path config_path = dir / "tokenizer_config.json";
-  std::optional<jinja::ChatTemplate> chat;
-  std::string chat_error;
-  std::error_code ec;
-  if (std::filesystem::exists(config_path, ec)) {
-    auto loaded = jinja::ChatTemplate::from_file(config_path);
-    if (loaded.ok()) {
-      chat.emplace(std::move(*loaded));
-    } else {
-      chat_error = "this model has no usable chat template: " + loaded.status().message();
-      INFERA_LOG(kWarn, "engine").msg("no chat template").kv("error", loaded.status().message());
-    }
-  } else {
-    chat_error = "this model has no chat template (no tokenizer_config.json in " + dir.string() + ")";
+  INFERA_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::PromptEncoder> encoder,
+                          tokenizer::PromptEncoder::load(path_or_id));
+  if (!encoder->has_chat_template()) {
+    INFERA_LOG(kWarn, "engine")
+        .msg("no chat template; chat requests are answered 400")
+        .kv("tokenizer", encoder->directory().string());
   }
+  const tokenizer::Tokenizer& tok = encoder->tokenizer();
   std::optional<TokenId> eos;
-  if (auto name = eos_token_of(config_path)) eos = tok->token_to_id(*name);
+  if (auto name = eos_token_of(encoder->directory() / "tokenizer_config.json")) {
+    eos = tok.token_to_id(*name);
+  }
   for (const char* name : {"</s>", "<|endoftext|>", "<eos>", "<|end_of_text|>"}) {
     if (eos) break;
-    eos = tok->token_to_id(name);
+    eos = tok.token_to_id(name);
   }
-  return std::unique_ptr<TextCodec>(
-      new TokenizerCodec(dir, std::move(tok), std::move(chat), std::move(chat_error), eos.value_or(0)));
+  return std::unique_ptr<TextCodec>(new TokenizerCodec(std::move(encoder), eos.value_or(0)));
 }
 
 std::unique_ptr<TextCodec> make_synthetic_codec(uint32_t vocab_size, TokenId eos_token_id) {
   INFERA_CHECK(vocab_size >= 2);
   return std::make_unique<SyntheticCodec>(vocab_size, eos_token_id);
+}
+
+Status TextCodec::check_ids(std::span<const TokenId> ids) const {
+  for (const TokenId id : ids) {
+    if (id >= vocab_size()) {
+      return invalid_argument("Token id " + std::to_string(id) + " is out of vocabulary");
+    }
+  }
+  return ok_status();
+}
+
+Result<std::vector<PreparedPrompt>> prepare_prompts(const TextCodec& codec,
+                                                    const GenerateRequest& r, std::string* param) {
+  std::vector<PreparedPrompt> out;
+  if (r.kind == ApiKind::kChat) {
+    *param = "messages";
+    PreparedPrompt p;
+    INFERA_ASSIGN_OR_RETURN(p.ids, codec.encode_chat(r.chat));
+    out.push_back(std::move(p));
+  } else {
+    *param = "prompt";
+    for (const PromptInput& in : r.prompts) {
+      PreparedPrompt p;
+      if (in.text) {
+        p.ids = codec.encode(*in.text, r.add_special_tokens);
+        if (r.echo) p.echo_text = *in.text;
+      } else {
+        INFERA_RETURN_IF_ERROR(codec.check_ids(in.ids));
+        p.ids = in.ids;
+        if (r.echo) p.echo_text = codec.decode(p.ids);
+      }
+      out.push_back(std::move(p));
+    }
+  }
+  for (const PreparedPrompt& p : out) {
+    if (p.ids.empty()) return invalid_argument("the prompt must not be empty");
+  }
+  param->clear();
+  return out;
 }
 
 // vLLM vllm/transformers_utils/detokenizer_utils.py detokenize_incrementally, on ids: the

@@ -1,15 +1,15 @@
 // TextCodec: how the simulated engine turns prompts into token ids and output ids into text.
-// Two implementations: TokenizerCodec (--tokenizer: the tokenizer and chat-template modules, the
-// very code the router uses, so the engine caches the blocks the router hashes) and
-// SyntheticCodec (no tokenizer: one id per whitespace-led word, hashed; output ids become words
-// of a fixed list). OutputDetokenizer streams one request's output text, holding back bytes of
-// an incomplete UTF-8 character as vLLM's incremental detokenizer does.
+// Two implementations: TokenizerCodec (--tokenizer: tokenizer::PromptEncoder, the very code the
+// gateway hashes prompts with, so the engine caches the blocks the router hashes) and
+// SyntheticCodec (no tokenizer: one id per whitespace-led word, hashed; chat as ChatML; output
+// ids become words of a fixed list). prepare_prompts turns a parsed request into the core's
+// prompts. OutputDetokenizer streams one request's output text, holding back bytes of an
+// incomplete UTF-8 character as vLLM's incremental detokenizer does.
 // A codec is immutable after creation and safe from any thread; a detokenizer belongs to one
 // request's handler.
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <span>
@@ -19,11 +19,8 @@
 
 #include "infera/common/status.h"
 #include "infera/engine/block_hasher.h"
-#include "infera/jinja/chat.h"
-
-namespace infera::tokenizer {
-class Tokenizer;
-}  // namespace infera::tokenizer
+#include "infera/engine/openai_api.h"
+#include "infera/tokenizer/chat_prompt.h"
 
 namespace infera::engine {
 
@@ -33,9 +30,11 @@ class TextCodec {
 
   // Token ids of `text`; add_special_tokens applies the post-processor (a leading BOS).
   virtual std::vector<TokenId> encode(std::string_view text, bool add_special_tokens) const = 0;
-  // The chat prompt as text (the model's chat template); InvalidArgument for template errors
-  // or when the model has no chat template.
-  virtual Result<std::string> render_chat(const jinja::ChatInputs& inputs) const = 0;
+  // Token ids of a chat request's prompt: tokenizer::PromptEncoder::encode_chat (the gateway's
+  // ids exactly), or ChatML for the synthetic codec. Errors are answered 400: InvalidArgument
+  // for a template error or a continue_final_message that cannot be applied,
+  // FailedPrecondition for a model without a chat template.
+  virtual Result<std::vector<TokenId>> encode_chat(const tokenizer::ChatPrompt& chat) const = 0;
   // Text of `ids` (special tokens skipped).
   virtual std::string decode(std::span<const TokenId> ids) const = 0;
   // The vocabulary's string for one id (vLLM token_strs), or nullopt.
@@ -43,6 +42,8 @@ class TextCodec {
 
   // Ids in [0, vocab_size()) are valid prompt ids; generated ids are drawn from that range.
   virtual uint32_t vocab_size() const = 0;
+  // InvalidArgument naming the first id outside the vocabulary.
+  Status check_ids(std::span<const TokenId> ids) const;
   virtual TokenId eos_token_id() const = 0;
   // Each token's text is independent of its neighbours (the synthetic codec): the detokenizer
   // then needs no context window.
@@ -51,14 +52,27 @@ class TextCodec {
   virtual std::string describe() const = 0;
 };
 
-// Loads tokenizer.json from the directory resolve_model_dir(path_or_id) finds, and the chat
-// template from tokenizer_config.json beside it when present (without one, chat requests are
-// answered 400). A missing or malformed tokenizer is an error naming the path.
+// Loads the PromptEncoder of path_or_id (tokenizer.json, and the chat template of
+// tokenizer_config.json beside it when present; without one, chat requests are answered 400).
+// A missing or malformed tokenizer or chat template is an error naming the path.
 Result<std::unique_ptr<TextCodec>> load_tokenizer_codec(std::string_view path_or_id);
 
 // The codec of an engine started without --tokenizer. vocab_size and eos_token_id come from the
 // engine configuration.
 std::unique_ptr<TextCodec> make_synthetic_codec(uint32_t vocab_size, TokenId eos_token_id);
+
+// One prompt of a request, ready for the core, with the text `echo` puts before the output.
+struct PreparedPrompt {
+  std::vector<TokenId> ids;
+  std::string echo_text;
+};
+
+// The core's prompts for a parsed request: the chat prompt through encode_chat, or each
+// completions prompt (text encoded, with special tokens unless add_special_tokens is false;
+// ids checked against the vocabulary). Errors (an empty prompt too) are InvalidArgument or
+// the codec's; `param` receives "messages" or "prompt".
+Result<std::vector<PreparedPrompt>> prepare_prompts(const TextCodec& codec,
+                                                    const GenerateRequest& r, std::string* param);
 
 // Incremental detokenization of one request's output (vLLM detokenize_incrementally): each
 // token's text is decoded with a few tokens of context before it; text that ends inside a

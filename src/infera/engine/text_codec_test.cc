@@ -39,20 +39,36 @@ TEST(SyntheticCodecTest, DecodesWordsAndSkipsEos) {
   EXPECT_FALSE(codec->token_string(40000).has_value());
 }
 
-TEST(SyntheticCodecTest, RendersChatMl) {
+TEST(SyntheticCodecTest, EncodesChatAsChatMl) {
   auto codec = make_synthetic_codec(32000, 2);
-  jinja::ChatInputs in;
-  in.messages = json::parse(R"([{"role":"system","content":"be brief"},)"
-                            R"({"role":"user","content":[{"type":"text","text":"hi"}]}])")
-                    .as_array();
-  in.add_generation_prompt = true;
-  auto text = codec->render_chat(in);
-  ASSERT_TRUE(text.ok());
-  EXPECT_EQ(*text,
-            "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
-            "<|im_start|>assistant\n");
-  in.messages = json::parse(R"([{"content":"no role"}])").as_array();
-  EXPECT_FALSE(codec->render_chat(in).ok());
+  tokenizer::ChatPrompt chat;
+  chat.messages = json::parse(R"([{"role":"system","content":"be brief"},)"
+                              R"({"role":"user","content":[{"type":"text","text":"hi"},)"
+                              R"({"type":"text","text":"there"}]}])")
+                      .as_array();
+  auto ids = codec->encode_chat(chat);
+  ASSERT_TRUE(ids.ok());
+  // List content is flattened as for a template that expects strings: text parts joined by '\n'.
+  EXPECT_EQ(*ids, codec->encode("<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi\n"
+                                "there<|im_end|>\n<|im_start|>assistant\n",
+                                false));
+  chat.messages = json::parse(R"([{"content":"no role"}])").as_array();
+  EXPECT_FALSE(codec->encode_chat(chat).ok());
+}
+
+TEST(SyntheticCodecTest, ContinuesTheFinalMessage) {
+  auto codec = make_synthetic_codec(32000, 2);
+  tokenizer::ChatPrompt chat;
+  chat.messages = json::parse(R"([{"role":"user","content":"hi"},)"
+                              R"({"role":"assistant","content":"The answer is"}])")
+                      .as_array();
+  chat.add_generation_prompt = false;
+  chat.continue_final_message = true;
+  auto ids = codec->encode_chat(chat);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(
+      *ids,
+      codec->encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nThe answer is", false));
 }
 
 TEST(OutputDetokenizerTest, SyntheticTokensStreamOneWordEach) {
@@ -68,7 +84,7 @@ TEST(OutputDetokenizerTest, HoldsBackIncompleteUtf8) {
   class ByteCodec final : public TextCodec {
    public:
     std::vector<TokenId> encode(std::string_view, bool) const override { return {}; }
-    Result<std::string> render_chat(const jinja::ChatInputs&) const override {
+    Result<std::vector<TokenId>> encode_chat(const tokenizer::ChatPrompt&) const override {
       return invalid_argument("none");
     }
     std::string decode(std::span<const TokenId> ids) const override {

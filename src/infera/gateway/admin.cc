@@ -34,10 +34,8 @@ std::optional<http::Response> check_admin(const GatewayContext& g, const http::R
       same_secret(auth.substr(kBearer.size()), g.config.admin_token)) {
     return std::nullopt;
   }
-  http::Response denied = http::Response::json(
-      401, R"({"error":{"message":"a valid admin bearer token is required","type":"authentication_error","param":null,"code":"invalid_api_key"}})");
-  denied.headers.push_back({"WWW-Authenticate", "Bearer"});
-  return denied;
+  return http::error_response(unauthenticated("a valid admin bearer token is required"),
+                              {.code = "invalid_api_key"});
 }
 
 // Worker ids are host:port; anything else is refused before it reaches a lookup or a log.
@@ -72,18 +70,14 @@ json::object worker_json(const GatewayContext& g, const FleetMember& m) {
   }
   if (m.info.bootstrap_port) o["bootstrap_port"] = m.info.bootstrap_port;
   json::array models;
-  uint32_t block_size = 0;
-  std::string refused;
+  for (const std::string& model : m.models) models.push_back(json::string(model));
   std::string engine_metrics_error;
   {
     std::lock_guard lock(m.rt->mu);
-    for (const std::string& model : m.rt->models) models.push_back(json::string(model));
-    block_size = m.rt->block_size;
-    refused = m.rt->refused_reason;
     engine_metrics_error = m.rt->engine_metrics_error;
   }
   o["models"] = std::move(models);
-  o["block_size"] = block_size ? json::value(block_size) : json::value(nullptr);
+  o["block_size"] = m.block_size ? json::value(m.block_size) : json::value(nullptr);
   o["cached_blocks"] = g.index.block_count(m.slot);
   add_load(o, g.load.load(m.slot));
   o["predicted_blocks"] = g.predicted.size(m.slot);
@@ -91,7 +85,7 @@ json::object worker_json(const GatewayContext& g, const FleetMember& m) {
   o["requests"] = m.rt->requests.load();
   o["failures"] = m.rt->failures.load();
   o["state"] = g.fleet->health(m);
-  if (!refused.empty()) o["refused_reason"] = refused;
+  if (m.refused()) o["refused_reason"] = m.refused_reason;
   // The engine's own account of its load, polled from its /metrics: the last reading however
   // old ("engine" already names the record's engine kind), and why polling fails, while it does.
   if (const std::optional<kv::EngineReading> r = g.engine_signals.last(m.slot)) {
@@ -143,9 +137,9 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
   if (!ids.ok()) {
     co_return http::error_response(ids.status(), {.origin = http::ErrorOrigin::kRequestBody});
   }
-  std::vector<uint64_t> hashes;
-  prompt_hashes(g, parsed->model, g.fleet->lookup(parsed->model).adapter, *ids, hashes);
   const auto view = g.fleet->view();
+  std::vector<uint64_t> hashes;
+  prompt_hashes(g, parsed->model, g.fleet->lookup(*view, parsed->model).adapter, *ids, hashes);
   json::array stages;
   // A split fleet (prefill and decode pools) shows both stages' tables, as a request is routed.
   const bool disaggregated = g.fleet->split(*view, parsed->model);
@@ -226,14 +220,6 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
 }  // namespace
 
 void add_public_routes(GatewayContext& g, http::Routes& routes) {
-  routes.add(http::Method::kPost, "/v1/chat/completions",
-             [&g](http::Request& r, http::ResponseWriter& w) {
-               return handle_inference(g, ApiKind::kChatCompletions, r, w);
-             });
-  routes.add(http::Method::kPost, "/v1/completions",
-             [&g](http::Request& r, http::ResponseWriter& w) {
-               return handle_inference(g, ApiKind::kCompletions, r, w);
-             });
   routes.add(http::Method::kGet, "/v1/models",
              [&g](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
                json::array data;

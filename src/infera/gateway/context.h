@@ -80,9 +80,11 @@ struct GatewayContext {
   SlotQueue slots;
 };
 
-// Route handlers (inference.cc, admin.cc).
+// Route handlers: the inference routes (inference.cc), /v1/models, /health and /tokenize
+// (add_public_routes), the admin API and /metrics (admin.cc).
 net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
                                                 http::Request& request, http::ResponseWriter& out);
+void add_inference_routes(GatewayContext& g, http::Routes& routes);
 void add_admin_routes(GatewayContext& g, http::Routes& routes);
 void add_public_routes(GatewayContext& g, http::Routes& routes);
 // Registers the scrape-time collectors (per-worker gauges and event counters).

@@ -22,6 +22,7 @@ struct EnginePoll {
   net::steady_timer timer;  // the wait for the next poll; used on the strand only
   std::mutex mu;            // orders a poll's record() against stop()'s clear()
   bool stopped = false;     // guarded by mu
+  bool paused = false;      // guarded by mu
 };
 
 namespace {
@@ -162,7 +163,12 @@ net::awaitable<void> poll_loop(PollContext c, FleetMember m, std::shared_ptr<Eng
     auto [ec] = co_await poll->timer.async_wait(use_nothrow);
     if (ec) continue;  // cancelled by stop()
     const SteadyTime started = std::chrono::steady_clock::now();
-    if (!m.rt->refused.load(std::memory_order_relaxed)) {  // never routed: its load is moot
+    bool paused = false;
+    {
+      std::lock_guard lock(poll->mu);
+      paused = poll->paused;
+    }
+    if (!paused) {
       ReportedLoad load;
       const std::optional<PollError> failed =
           co_await poll_once(*c.client, m.endpoint, started + c.deadline, c.max_body_bytes, load);
@@ -252,6 +258,13 @@ void EnginePoller::start(const FleetMember& member) {
           INFERA_LOG(kError, "fleet").msg("polling the worker's /metrics stopped").kv("worker", id);
         }
       });
+}
+
+void EnginePoller::pause(const FleetMember& member) {
+  if (const std::shared_ptr<EnginePoll> poll = member.rt->engine_poll) {
+    std::lock_guard lock(poll->mu);
+    poll->paused = true;
+  }
 }
 
 void EnginePoller::stop(const FleetMember& member) {

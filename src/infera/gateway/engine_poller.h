@@ -5,7 +5,8 @@
 // garbage records nothing, so the worker's old reading ages out; the failure is logged once per
 // worker and kind until the worker recovers. Requests never wait on a poll.
 //
-// Owned by the Fleet: start() when a worker joins, stop() when it leaves (from its update()).
+// Owned by the Fleet: start() when a worker joins, pause() when it is refused, stop() when it
+// leaves (each under the Fleet's update mutex).
 // Each worker has one poll loop on its own strand of the EventLoop, so at most one poll of it is
 // in flight, and every poll has a deadline. The EventLoop must be stopped before the Client and
 // the EngineSignals given here are destroyed.
@@ -58,6 +59,9 @@ class EnginePoller {
   // Polls `member` now and then every interval until stop(); nothing when polling is off or the
   // member has no endpoint.
   void start(const FleetMember& member);
+  // Polls `member` no more but keeps its last reading (the Fleet refused it: it is never routed,
+  // so its load is moot, and the admin API still shows what it last said). Idempotent.
+  void pause(const FleetMember& member);
   // Stops polling `member` and forgets its reading (its slot may be reused); a poll of it still
   // in flight records nothing. Idempotent.
   void stop(const FleetMember& member);

@@ -23,41 +23,138 @@ bool role_fits(discovery::Role role, routing::Stage stage, bool split) {
   return false;
 }
 
+// could_serve but for the model, which the caller has checked.
+bool fits(bool refused, discovery::Role role, kv::WorkerId slot, routing::Stage stage,
+          bool split_fleet, const std::vector<kv::WorkerId>& skip) {
+  return !refused && role_fits(role, stage, split_fleet) &&
+         std::find(skip.begin(), skip.end(), slot) == skip.end();
+}
+
+bool test_bit(const std::vector<uint64_t>& bits, size_t i) {
+  return (bits[i / 64] >> (i % 64)) & 1u;
+}
+
+void set_bit(std::vector<uint64_t>& bits, size_t i) {
+  bits[i / 64] |= uint64_t{1} << (i % 64);
+}
+
+std::vector<FleetMember> sorted_by_id(std::vector<FleetMember> members) {
+  std::sort(members.begin(), members.end(),
+            [](const FleetMember& a, const FleetMember& b) { return a.info.id < b.info.id; });
+  return members;
+}
+
 }  // namespace
 
 bool FleetMember::serves(std::string_view model) const {
-  if (model.empty()) return true;
-  std::lock_guard lock(rt->mu);
-  if (rt->models.empty()) return true;  // not known yet: do not turn traffic away
-  return std::find(rt->models.begin(), rt->models.end(), model) != rt->models.end();
+  if (model.empty() || models.empty()) return true;  // unknown yet: do not turn traffic away
+  return std::find(models.begin(), models.end(), model) != models.end();
+}
+
+FleetView::FleetView(std::vector<FleetMember> m) : members(sorted_by_id(std::move(m))) {
+  const size_t words = (members.size() + 63) / 64;
+  unknown_.assign(words, 0);
+  std::map<std::string_view, ModelEntry> by_name;
+  rows_.reserve(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    const FleetMember& w = members[i];
+    rows_.push_back({w.rt.get(), w.slot, w.info.role, discovery::pd_protocol(w.info), w.refused()});
+    if (w.slot >= slot_index_.size()) slot_index_.resize(w.slot + 1, kNoMember);
+    slot_index_[w.slot] = static_cast<uint32_t>(i);
+    const bool routable = !w.refused();
+    const bool prefill = routable && w.info.role == discovery::Role::kPrefill;
+    const bool decode = routable && w.info.role == discovery::Role::kDecode;
+    prefill_ = prefill_ || prefill;
+    decode_ = decode_ || decode;
+    if (w.models.empty()) {
+      set_bit(unknown_, i);
+      prefill_unknown_ = prefill_unknown_ || prefill;
+      decode_unknown_ = decode_unknown_ || decode;
+      continue;
+    }
+    models_known_ = true;
+    for (const std::string& name : w.models) {
+      ModelEntry& e = by_name[name];
+      if (e.served_by.empty()) {
+        e.name = name;
+        e.served_by.assign(words, 0);
+      }
+      set_bit(e.served_by, i);
+      e.prefill = e.prefill || prefill;
+      e.decode = e.decode || decode;
+    }
+    for (const std::string& name : w.adapters) {
+      auto it = by_name.find(name);
+      if (it != by_name.end()) it->second.adapter = true;  // adapters are among its models
+    }
+  }
+  models_.reserve(by_name.size());
+  for (auto& [name, e] : by_name) {
+    for (size_t k = 0; k < words; ++k) e.served_by[k] |= unknown_[k];
+    models_.push_back(std::move(e));
+  }
 }
 
 const FleetMember* FleetView::find(std::string_view id) const {
-  for (const FleetMember& m : members) {
-    if (m.info.id == id) return &m;
-  }
-  return nullptr;
+  auto it =
+      std::lower_bound(members.begin(), members.end(), id,
+                       [](const FleetMember& m, std::string_view v) { return m.info.id < v; });
+  return it != members.end() && it->info.id == id ? &*it : nullptr;
 }
 
 const FleetMember* FleetView::by_slot(kv::WorkerId slot) const {
-  for (const FleetMember& m : members) {
-    if (m.slot == slot) return &m;
-  }
-  return nullptr;
+  if (slot >= slot_index_.size() || slot_index_[slot] == kNoMember) return nullptr;
+  return &members[slot_index_[slot]];
+}
+
+const FleetView::ModelEntry* FleetView::entry(std::string_view model) const {
+  auto it = std::lower_bound(models_.begin(), models_.end(), model,
+                             [](const ModelEntry& e, std::string_view v) { return e.name < v; });
+  return it != models_.end() && it->name == model ? &*it : nullptr;
+}
+
+const std::vector<uint64_t>* FleetView::served_by(std::string_view model) const {
+  if (model.empty()) return nullptr;
+  const ModelEntry* e = entry(model);
+  return e ? &e->served_by : &unknown_;
+}
+
+bool FleetView::split(std::string_view model) const {
+  if (model.empty()) return prefill_ && decode_;
+  const ModelEntry* e = entry(model);
+  return (prefill_unknown_ || (e && e->prefill)) && (decode_unknown_ || (e && e->decode));
+}
+
+ModelLookup FleetView::lookup(std::string_view model) const {
+  ModelLookup out;
+  out.models_known = models_known_;
+  if (model.empty()) return out;
+  const ModelEntry* e = entry(model);
+  out.served = e != nullptr;
+  out.adapter = e && e->adapter;
+  return out;
+}
+
+std::vector<std::string> FleetView::models() const {
+  std::vector<std::string> out;
+  out.reserve(models_.size());
+  for (const ModelEntry& e : models_) out.push_back(e.name);
+  return out;
+}
+
+bool FleetView::speaks(kv::WorkerId slot, discovery::PdProtocol protocol) const {
+  if (slot >= slot_index_.size() || slot_index_[slot] == kNoMember) return false;
+  return rows_[slot_index_[slot]].protocol == protocol;
 }
 
 bool could_serve(const FleetMember& m, std::string_view model, routing::Stage stage,
                  bool split_fleet, const std::vector<kv::WorkerId>& skip) {
-  return !m.rt->refused.load(std::memory_order_relaxed) && role_fits(m.info.role, stage, split_fleet) &&
-         std::find(skip.begin(), skip.end(), m.slot) == skip.end() && m.serves(model);
+  return fits(m.refused(), m.info.role, m.slot, stage, split_fleet, skip) && m.serves(model);
 }
 
 void keep_protocol(const FleetView& view, discovery::PdProtocol protocol,
                    std::vector<kv::WorkerId>& slots) {
-  std::erase_if(slots, [&](kv::WorkerId slot) {
-    const FleetMember* m = view.by_slot(slot);
-    return m == nullptr || discovery::pd_protocol(m->info) != protocol;
-  });
+  std::erase_if(slots, [&](kv::WorkerId slot) { return !view.speaks(slot, protocol); });
 }
 
 Fleet::Fleet(Options options, kv::KvIndex& index, kv::ActiveLoad& load, kv::EngineSignals& signals,
@@ -98,15 +195,12 @@ FleetMember Fleet::join(const discovery::WorkerInfo& info, std::shared_ptr<Worke
   }
   auto endpoint = http::parse_endpoint(info.url);
   if (endpoint.ok()) m.endpoint = *endpoint;
-  {
-    std::lock_guard lock(m.rt->mu);
-    if (!info.model.empty()) m.rt->models = {info.model};
-    m.rt->block_size = info.block_size;
-  }
+  if (!info.model.empty()) m.models = {info.model};
+  m.block_size = info.block_size;
   index_.add_worker(m.slot);
   if (info.block_size != 0 && info.block_size != options_.block_size) {
-    refuse(m, "block size " + std::to_string(info.block_size) + " differs from the router's " +
-                  std::to_string(options_.block_size));
+    mark_refused(m, "block size " + std::to_string(info.block_size) +
+                        " differs from the router's " + std::to_string(options_.block_size));
   }
   if (!info.kv_endpoint.empty()) {
     events::SubscriberConfig c;
@@ -128,7 +222,7 @@ FleetMember Fleet::join(const discovery::WorkerInfo& info, std::shared_ptr<Worke
       .kv("role", discovery::role_name(info.role)).kv("slot", m.slot)
       .kv("kv_events", info.kv_endpoint.empty() ? "none" : info.kv_endpoint);
   if (m.endpoint.port != 0) probe(m);
-  poller_->start(m);
+  if (!m.refused()) poller_->start(m);  // a refused worker is never routed: its load is moot
   return m;
 }
 
@@ -146,7 +240,7 @@ void Fleet::update(const discovery::WorkerSetPtr& workers) {
   const auto old = view_.load();
   std::map<std::string, const FleetMember*> current;
   for (const FleetMember& m : old->members) current[m.info.id] = &m;
-  auto next = std::make_shared<FleetView>();
+  std::vector<FleetMember> next;
   std::vector<const FleetMember*> departed;
   std::map<std::string, bool> seen;
   for (const discovery::WorkerInfo& w : *workers) {
@@ -154,7 +248,7 @@ void Fleet::update(const discovery::WorkerSetPtr& workers) {
     seen[w.id] = true;
     auto it = current.find(w.id);
     if (it != current.end() && it->second->info == w) {
-      next->members.push_back(*it->second);  // unchanged: keep slot, mirror and health
+      next.push_back(*it->second);  // unchanged: keep slot, mirror, health and what was learned
       continue;
     }
     // A changed record (new endpoints, role, block size) is a new worker: leave first, so the
@@ -165,15 +259,27 @@ void Fleet::update(const discovery::WorkerSetPtr& workers) {
           .kv("max_workers", options_.max_workers);
       continue;
     }
-    next->members.push_back(join(w, std::make_shared<WorkerRuntime>()));
+    next.push_back(join(w, std::make_shared<WorkerRuntime>()));
   }
   for (const FleetMember& m : old->members) {
     if (!seen.count(m.info.id)) departed.push_back(&m);
   }
   for (const FleetMember* m : departed) leave(*m);
-  std::sort(next->members.begin(), next->members.end(),
-            [](const FleetMember& a, const FleetMember& b) { return a.info.id < b.info.id; });
-  view_.store(std::move(next));
+  view_.store(std::make_shared<const FleetView>(std::move(next)));
+}
+
+void Fleet::amend(const WorkerRuntime* rt, const std::function<bool(FleetMember&)>& change) {
+  std::lock_guard lock(update_mu_);
+  const auto old = view_.load();
+  // By runtime, not by id: a probe of a record since replaced must not touch its successor.
+  auto it = std::find_if(old->members.begin(), old->members.end(),
+                         [rt](const FleetMember& m) { return m.rt.get() == rt; });
+  if (it == old->members.end()) return;
+  FleetMember changed = *it;
+  if (!change(changed)) return;
+  std::vector<FleetMember> next = old->members;
+  next[static_cast<size_t>(it - old->members.begin())] = std::move(changed);
+  view_.store(std::make_shared<const FleetView>(std::move(next)));
 }
 
 void Fleet::candidates(const FleetView& view, std::string_view model, routing::Stage stage,
@@ -181,36 +287,49 @@ void Fleet::candidates(const FleetView& view, std::string_view model, routing::S
                        bool* at_capacity) const {
   out.clear();
   const int64_t now = clock_.now().count();
-  std::vector<kv::WorkerId> backing_off;
+  const std::vector<uint64_t>* served_by = view.served_by(model);  // null: every member
+  const bool split_fleet = stage == routing::Stage::kAggregated && view.split(model);
+  const uint32_t cap = options_.max_inflight_per_worker;
+  const std::vector<FleetView::Row>& rows = view.rows_;
   bool capped = false;
-  const bool split_fleet = stage == routing::Stage::kAggregated && split(view, model);
-  for (const FleetMember& m : view.members) {
-    if (!could_serve(m, model, stage, split_fleet, skip)) continue;
-    if (options_.max_inflight_per_worker != 0 &&
-        m.rt->inflight.load(std::memory_order_relaxed) >= options_.max_inflight_per_worker) {
+  bool backing_off = false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const FleetView::Row& r = rows[i];
+    if ((served_by && !test_bit(*served_by, i)) ||
+        !fits(r.refused, r.role, r.slot, stage, split_fleet, skip)) {
+      continue;
+    }
+    if (cap != 0 && r.rt->inflight.load(std::memory_order_relaxed) >= cap) {
       capped = true;
       continue;
     }
-    if (m.rt->excluded_until_ns.load(std::memory_order_relaxed) > now) {
-      backing_off.push_back(m.slot);
+    if (r.rt->excluded_until_ns.load(std::memory_order_relaxed) > now) {
+      backing_off = true;
       continue;
     }
-    out.push_back(m.slot);
+    out.push_back(r.slot);
   }
-  if (out.empty()) out = std::move(backing_off);
+  if (out.empty() && backing_off) {
+    // Every healthy worker is in backoff: offer those (a second pass only then, so the usual
+    // one allocates nothing beyond `out`).
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const FleetView::Row& r = rows[i];
+      if ((served_by && !test_bit(*served_by, i)) ||
+          !fits(r.refused, r.role, r.slot, stage, split_fleet, skip)) {
+        continue;
+      }
+      if (cap != 0 && r.rt->inflight.load(std::memory_order_relaxed) >= cap) {
+        capped = true;
+        continue;
+      }
+      out.push_back(r.slot);
+    }
+  }
   if (at_capacity) *at_capacity = out.empty() && capped;
 }
 
 bool Fleet::split(const FleetView& view, std::string_view model) const {
-  bool prefill = false;
-  bool decode = false;
-  for (const FleetMember& m : view.members) {
-    if (m.info.role == discovery::Role::kBoth) continue;
-    if (m.rt->refused.load(std::memory_order_relaxed) || !m.serves(model)) continue;
-    prefill = prefill || m.info.role == discovery::Role::kPrefill;
-    decode = decode || m.info.role == discovery::Role::kDecode;
-  }
-  return prefill && decode;
+  return view.split(model);
 }
 
 void Fleet::record_success(const FleetMember& m) const {
@@ -231,20 +350,22 @@ void Fleet::record_failure(const FleetMember& m) const {
 }
 
 std::string Fleet::health(const FleetMember& m) const {
-  if (m.rt->refused.load()) return "refused";
+  if (m.refused()) return "refused";
   if (m.rt->excluded_until_ns.load() > clock_.now().count()) return "backoff";
   return "healthy";
 }
 
-void Fleet::refuse(const FleetMember& m, const std::string& reason) const {
-  {
-    std::lock_guard lock(m.rt->mu);
-    if (m.rt->refused.load()) return;
-    m.rt->refused_reason = reason;
-  }
-  m.rt->refused.store(true);
+bool Fleet::mark_refused(FleetMember& m, const std::string& reason) {
+  if (m.refused()) return false;
+  m.refused_reason = reason;
+  poller_->pause(m);  // never routed: its load is moot (its last reading stays for the admin API)
   INFERA_LOG(kError, "fleet").msg("worker refused: it will not be routed").kv("worker", m.info.id)
       .kv("reason", reason);
+  return true;
+}
+
+void Fleet::refuse(const FleetMember& member, const std::string& reason) {
+  amend(member.rt.get(), [&](FleetMember& m) { return mark_refused(m, reason); });
 }
 
 void Fleet::maintain() {
@@ -252,7 +373,7 @@ void Fleet::maintain() {
   const auto v = view_.load();
   ++maintain_ticks_;
   for (const FleetMember& m : v->members) {
-    if (m.rt->subscriber && !m.rt->refused.load()) {
+    if (m.rt->subscriber && !m.refused()) {
       const events::StreamStats s = m.rt->subscriber->stats();
       const uint64_t mismatched =
           s.applied.rejected[static_cast<size_t>(kv::ApplyResult::kBlockSizeMismatch)];
@@ -261,12 +382,8 @@ void Fleet::maintain() {
                       std::to_string(options_.block_size));
       }
     }
-    bool unknown = false;
-    {
-      std::lock_guard lock(m.rt->mu);
-      unknown = m.rt->models.empty();
-    }
     if (m.endpoint.port == 0) continue;
+    const bool unknown = m.models.empty();
     if (unknown && maintain_ticks_ % 10 == 0) {
       probe(m);
     } else if (!unknown && maintain_ticks_ % kModelRefreshTicks == 0) {
@@ -276,36 +393,21 @@ void Fleet::maintain() {
 }
 
 std::vector<std::string> Fleet::models() const {
-  std::vector<std::string> out;
-  const auto v = view_.load();
-  for (const FleetMember& m : v->members) {
-    std::lock_guard lock(m.rt->mu);
-    for (const std::string& model : m.rt->models) {
-      if (std::find(out.begin(), out.end(), model) == out.end()) out.push_back(model);
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+  return view_.load()->models();
+}
+
+Fleet::ModelLookup Fleet::lookup(const FleetView& view, std::string_view model) const {
+  return view.lookup(model);
 }
 
 Fleet::ModelLookup Fleet::lookup(std::string_view model) const {
-  ModelLookup out;
-  const auto v = view_.load();
-  for (const FleetMember& m : v->members) {
-    std::lock_guard lock(m.rt->mu);
-    out.models_known = out.models_known || !m.rt->models.empty();
-    if (model.empty()) continue;
-    out.served = out.served ||
-                 std::find(m.rt->models.begin(), m.rt->models.end(), model) != m.rt->models.end();
-    out.adapter = out.adapter || std::find(m.rt->adapters.begin(), m.rt->adapters.end(), model) !=
-                                     m.rt->adapters.end();
-  }
-  return out;
+  return view_.load()->lookup(model);
 }
 
 void Fleet::probe(const FleetMember& member, bool block_size) {
   // Asks a worker what it serves (/v1/models) and its block size (/metrics:
-  // vllm:cache_config_info{block_size=...}), so static workers need no extra flags.
+  // vllm:cache_config_info{block_size=...}), so static workers need no extra flags. What it
+  // learns is published in a new view; a worker that left or was replaced meanwhile is skipped.
   const uint32_t router_block_size = options_.block_size;
   auto task = [this, member, router_block_size, block_size]() -> net::awaitable<void> {
     http::Request models_req;
@@ -333,19 +435,20 @@ void Fleet::probe(const FleetMember& member, bool block_size) {
         }
       }
       if (!names.empty()) {
-        bool changed = false;
-        {
-          std::lock_guard lock(member.rt->mu);
-          changed = !member.rt->models.empty() && member.rt->models != names;
-          member.rt->models = names;
-          member.rt->adapters = std::move(adapters);
-        }
-        if (changed) {
-          std::string list;
-          for (const std::string& n : names) list += (list.empty() ? "" : ",") + n;
-          INFERA_LOG(kInfo, "fleet").msg("a worker's models changed").kv("worker", member.info.id)
-              .kv("models", list);
-        }
+        amend(member.rt.get(), [&](FleetMember& m) {
+          if (m.models == names && m.adapters == adapters) return false;
+          if (!m.models.empty() && m.models != names) {
+            std::string list;
+            for (const std::string& n : names) list += (list.empty() ? "" : ",") + n;
+            INFERA_LOG(kInfo, "fleet")
+                .msg("a worker's models changed")
+                .kv("worker", m.info.id)
+                .kv("models", list);
+          }
+          m.models = std::move(names);
+          m.adapters = std::move(adapters);
+          return true;
+        });
       }
     }
     if (!block_size) co_return;
@@ -364,14 +467,16 @@ void Fleet::probe(const FleetMember& member, bool block_size) {
       } catch (...) {  // untrusted label text
         co_return;
       }
-      {
-        std::lock_guard lock(member.rt->mu);
-        member.rt->block_size = reported;
-      }
-      if (reported != 0 && reported != router_block_size) {
-        refuse(member, "block size " + bs + " differs from the router's " +
-                           std::to_string(router_block_size));
-      }
+      amend(member.rt.get(), [&](FleetMember& m) {
+        bool changed = m.block_size != reported;
+        m.block_size = reported;
+        if (reported != 0 && reported != router_block_size) {
+          changed = mark_refused(m, "block size " + bs + " differs from the router's " +
+                                        std::to_string(router_block_size)) ||
+                    changed;
+        }
+        return changed;
+      });
     }
   };
   net::co_spawn(loop_.context(), std::move(task),

@@ -7,18 +7,28 @@
 // worker (/v1/models, /metrics) when the record does not say. While a worker is a member, its
 // engine's own load is polled from its /metrics into kv::EngineSignals (engine_poller.h).
 //
-// Threading: update() from the worker source's listener (serialised); view() from any thread
-// (an immutable snapshot swapped atomically); the health calls from request threads (atomics).
+// What the Fleet knows of its workers is published as an immutable FleetView: the members with
+// what was learned of each (models, adapters, block size, refusal) and, worked out once per
+// view, what that means for each model. A request holds one view for its whole life and asks it
+// everything without a lock; what requests change (in-flight counts, failures, backoff) is in
+// the WorkerRuntime the views share.
+//
+// Threading: update() from the worker source's listener; probe results on the EventLoop's
+// threads and maintain() from the gateway's upkeep thread. All three publish views under one
+// mutex (copy-on-write of the member list), so none is lost. view() from any thread (an
+// immutable snapshot swapped atomically); the health calls from request threads (atomics).
 // The EventLoop must be stopped before the Fleet is destroyed (probes and polls run on it).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "infera/common/clock.h"
@@ -36,23 +46,19 @@ namespace infera::gateway {
 class EnginePoller;
 struct EnginePoll;
 
-// Mutable per-worker state shared by every snapshot that holds the worker.
+// Mutable per-worker state shared by every view that holds the worker (one per record: a
+// changed record gets a new one).
 struct WorkerRuntime {
   std::atomic<uint32_t> inflight{0};
   std::atomic<uint32_t> consecutive_failures{0};
   std::atomic<int64_t> excluded_until_ns{0};
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> failures{0};
-  std::atomic<bool> refused{false};
   std::unique_ptr<events::KvEventSubscriber> subscriber;  // null: no events (load-only)
-  // Its /metrics polling (engine_poller.h); null when off. Used by the Fleet's update() only.
+  // Its /metrics polling (engine_poller.h); null when off. Used under the Fleet's update mutex.
   std::shared_ptr<EnginePoll> engine_poll;
 
-  mutable std::mutex mu;             // guards the fields below
-  std::string refused_reason;        // why it is not routed
-  std::vector<std::string> models;   // served models (record, or the worker's /v1/models)
-  std::vector<std::string> adapters;  // those of `models` that are LoRA adapters (a `parent`)
-  uint32_t block_size = 0;           // reported block size; 0: unknown
+  mutable std::mutex mu;             // guards the field below
   std::string engine_metrics_error;  // why polling its /metrics fails now; "" while it works
 };
 
@@ -61,14 +67,83 @@ struct FleetMember {
   kv::WorkerId slot = 0;
   http::Endpoint endpoint;
   std::shared_ptr<WorkerRuntime> rt;
+  // What the Fleet has learned of the worker, as of this view (learning more publishes a view).
+  std::vector<std::string> models;    // served models (record, or its /v1/models); empty: unknown
+  std::vector<std::string> adapters;  // those of `models` that are LoRA adapters (a `parent`)
+  uint32_t block_size = 0;            // reported block size; 0: unknown
+  std::string refused_reason;         // why it is not routed; empty: not refused
 
+  bool refused() const { return !refused_reason.empty(); }
   bool serves(std::string_view model) const;  // "" or unknown models: yes
 };
 
-struct FleetView {
-  std::vector<FleetMember> members;  // sorted by id
+// What a view knows of a request's `model`: whether any member's models are known, whether one
+// serves `model`, and whether one serves it as a LoRA adapter (its /v1/models entry names a
+// parent model, as vLLM lists the adapters of --lora-modules). Refused members count.
+struct ModelLookup {
+  bool models_known = false;
+  bool served = false;
+  bool adapter = false;
+};
+
+// An immutable snapshot of the fleet. Built by the Fleet each time a worker joins, leaves, is
+// refused or says what it serves; what it says of each model is worked out when it is built,
+// so split() and lookup() are a binary search over the fleet's models and by_slot() an index.
+class FleetView {
+ public:
+  FleetView() = default;  // no workers
+  // Sorts `members` by id; their ids and slots are distinct.
+  explicit FleetView(std::vector<FleetMember> members);
+
+  const std::vector<FleetMember> members;  // sorted by id
+
   const FleetMember* find(std::string_view id) const;
   const FleetMember* by_slot(kv::WorkerId slot) const;
+
+  // The model's fleet is disaggregated: it has unrefused prefill-role and decode-role workers
+  // that serve `model` (Fleet::split).
+  bool split(std::string_view model) const;
+  ModelLookup lookup(std::string_view model) const;
+  // Every model a member serves, sorted (for /v1/models).
+  std::vector<std::string> models() const;
+  // Whether the member in `slot` speaks `protocol` (false: no member has the slot).
+  bool speaks(kv::WorkerId slot, discovery::PdProtocol protocol) const;
+
+ private:
+  friend class Fleet;  // candidates() reads rows_ and served_by() in its one pass
+  static constexpr uint32_t kNoMember = UINT32_MAX;
+
+  // What routing reads of members[i], packed (24 bytes) so a pass over the fleet touches these
+  // and the runtimes' atomics, not the members' records.
+  struct Row {
+    WorkerRuntime* rt;
+    kv::WorkerId slot;
+    discovery::Role role;
+    discovery::PdProtocol protocol;
+    bool refused;
+  };
+
+  // One model some member lists. `served_by`: bit i is set when members[i] serves it (lists it,
+  // or its models are unknown).
+  struct ModelEntry {
+    std::string name;
+    bool adapter = false;  // a member lists it as a LoRA adapter
+    bool prefill = false;  // an unrefused prefill-role member lists it
+    bool decode = false;   // an unrefused decode-role member lists it
+    std::vector<uint64_t> served_by;
+  };
+  const ModelEntry* entry(std::string_view model) const;
+  // Which members serve `model`, one bit per member (see ModelEntry); null for "" (all do).
+  const std::vector<uint64_t>* served_by(std::string_view model) const;
+
+  std::vector<Row> rows_;                  // rows_[i]: members[i]
+  std::vector<ModelEntry> models_;         // sorted by name
+  std::vector<uint64_t> unknown_;          // bit i: members[i]'s models are unknown (it serves any)
+  std::vector<uint32_t> slot_index_;       // slot -> index in members, kNoMember for none
+  bool models_known_ = false;              // some member's models are known
+  bool prefill_ = false, decode_ = false;  // unrefused prefill / decode members (serve "")
+  // Unrefused prefill / decode members whose models are unknown (they serve every model).
+  bool prefill_unknown_ = false, decode_unknown_ = false;
 };
 
 // Whether `m` could take `stage` of a request for `model`, leaving its load and backoff aside:
@@ -108,9 +183,9 @@ class Fleet {
   std::shared_ptr<const FleetView> view() const;
 
   // The routable slots for `model` and `stage` among `view`, excluding `skip` (workers already
-  // tried by this request). When every healthy worker is in backoff, those are offered too
-  // (trying one beats answering 503). `at_capacity` tells whether workers were skipped only
-  // because of the in-flight cap (the caller then sheds with 429).
+  // tried by this request), in one pass over the view. When every healthy worker is in backoff,
+  // those are offered too (trying one beats answering 503). `at_capacity` tells whether workers
+  // were skipped only because of the in-flight cap (the caller then sheds with 429).
   void candidates(const FleetView& view, std::string_view model, routing::Stage stage,
                   const std::vector<kv::WorkerId>& skip, std::vector<kv::WorkerId>& out,
                   bool* at_capacity = nullptr) const;
@@ -119,6 +194,7 @@ class Fleet {
   // (refused workers do not count; backoff and the in-flight cap do). Requests are then served
   // in two calls (inference.cc); workers of role "both" are not used for them. A fleet with
   // only one of the two pools is not split: its workers are routed as aggregated ones.
+  // FleetView::split; O(log models).
   bool split(const FleetView& view, std::string_view model) const;
 
   void record_success(const FleetMember& member) const;
@@ -134,25 +210,26 @@ class Fleet {
   // "healthy", "backoff", "refused" (a state for the admin API).
   std::string health(const FleetMember& member) const;
 
-  // Every model any member serves (for /v1/models).
+  // Every model any member of the current view serves (for /v1/models).
   std::vector<std::string> models() const;
-  // What the fleet knows of a request's `model`, in one pass without allocating (every request
-  // asks): whether any member's models are known, whether one serves `model`, and whether one
-  // serves it as a LoRA adapter (its /v1/models entry names a parent model, as vLLM lists the
-  // adapters of --lora-modules).
-  struct ModelLookup {
-    bool models_known = false;
-    bool served = false;
-    bool adapter = false;
-  };
-  ModelLookup lookup(std::string_view model) const;
+  // What `view` knows of a request's `model` (FleetView::lookup; O(log models), no allocation).
+  using ModelLookup = gateway::ModelLookup;
+  ModelLookup lookup(const FleetView& view, std::string_view model) const;
+  ModelLookup lookup(std::string_view model) const;  // of the current view()
 
  private:
   FleetMember join(const discovery::WorkerInfo& info, std::shared_ptr<WorkerRuntime> rt);
   void leave(const FleetMember& member);
-  void refuse(const FleetMember& member, const std::string& reason) const;
+  // Refuses the member in a new view (amend); `mark_refused` in one being built (update_mu_
+  // held), telling whether it was not refused already.
+  void refuse(const FleetMember& member, const std::string& reason);
+  bool mark_refused(FleetMember& m, const std::string& reason);
   // Asks the worker for its models and, with `block_size`, its block size; async.
   void probe(const FleetMember& member, bool block_size = true);
+  // Publishes a view in which `change` was applied to the member whose runtime is `rt`, unless
+  // no member has it any more (it left, or a newer record replaced it) or `change` returns
+  // false (nothing changed). Takes update_mu_.
+  void amend(const WorkerRuntime* rt, const std::function<bool(FleetMember&)>& change);
 
   Options options_;
   kv::KvIndex& index_;
@@ -163,10 +240,12 @@ class Fleet {
   std::shared_ptr<events::ZmqContext> zmq_;
   std::unique_ptr<EnginePoller> poller_;
 
-  std::mutex update_mu_;  // serialises update(); guards free_slots_ and next_slot_
+  // Serialises every change of the fleet (update(), amend(), the destructor): each reads the
+  // current view and publishes the next. Guards free_slots_, next_slot_ and the pollers.
+  std::mutex update_mu_;
   std::vector<kv::WorkerId> free_slots_;
   kv::WorkerId next_slot_ = 0;
-  uint64_t maintain_ticks_ = 0;
+  uint64_t maintain_ticks_ = 0;  // maintain()'s thread only
   std::atomic<std::shared_ptr<const FleetView>> view_;
 };
 

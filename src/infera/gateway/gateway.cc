@@ -245,6 +245,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   so.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.client_idle_timeout_s * 1000));
   so.body_timeout = so.idle_timeout;
   http::Routes routes;
+  add_inference_routes(g, routes);
   add_public_routes(g, routes);
   const bool separate_admin = !config.admin_host.empty();
   http::Routes admin_routes;

@@ -153,14 +153,9 @@ Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, const OpenA
   if (!r.prompt_ids.empty()) return r.prompt_ids;
   if (!g.prompts) return std::vector<uint32_t>{};  // no tokenizer: route by load only
   const Nanos t0 = g.clock.now();
-  Result<tokenizer::EncodedPrompt> encoded =
-      r.kind == ApiKind::kChatCompletions
-          ? g.prompts->encode_chat(r.messages, r.tools, r.add_generation_prompt,
-                                   r.chat_template_kwargs)
-          : g.prompts->encode_text(r.prompt_text.value_or(""), r.add_special_tokens);
+  Result<std::vector<uint32_t>> ids = encode_prompt(*g.prompts, r);  // the engine's path too
   tokenize_time += g.clock.now() - t0;
-  if (!encoded.ok()) return encoded.status();
-  return std::move(encoded->ids);
+  return ids;
 }
 
 void prompt_hashes(const GatewayContext& g, std::string_view model, bool adapter,
@@ -391,7 +386,7 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
     co_return fail(parsed.status(), {.origin = http::ErrorOrigin::kRequestBody, .param = param});
   }
   const auto view = g.fleet->view();
-  const Fleet::ModelLookup found = g.fleet->lookup(parsed->model);
+  const Fleet::ModelLookup found = g.fleet->lookup(*view, parsed->model);
   if (!parsed->model.empty() && found.models_known && !found.served) {
     co_return fail(not_found("the model '" + parsed->model + "' does not exist"),
                    {.param = "model", .code = "model_not_found"});
@@ -449,6 +444,17 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   proxy::WriterDownstream downstream(out);
   proxy::HttpUpstream upstream(*g.upstream, g.clock);
   co_return co_await proxy::exchange(request, downstream, upstream, owner, spec);
+}
+
+void add_inference_routes(GatewayContext& g, http::Routes& routes) {
+  routes.add(http::Method::kPost, "/v1/chat/completions",
+             [&g](http::Request& r, http::ResponseWriter& w) {
+               return handle_inference(g, ApiKind::kChatCompletions, r, w);
+             });
+  routes.add(http::Method::kPost, "/v1/completions",
+             [&g](http::Request& r, http::ResponseWriter& w) {
+               return handle_inference(g, ApiKind::kCompletions, r, w);
+             });
 }
 
 }  // namespace infera::gateway

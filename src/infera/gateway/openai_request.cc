@@ -2,10 +2,12 @@
 
 #include <array>
 #include <bit>
-#include <cstring>
-
 #include <boost/json.hpp>
 #include <boost/json/basic_parser_impl.hpp>
+#include <cstring>
+
+#include "infera/tokenizer/chat_prompt.h"
+#include "infera/tokenizer/prompt_encoder.h"
 
 namespace infera::gateway {
 namespace json = boost::json;
@@ -512,61 +514,31 @@ Result<OpenAiRequest> parse_openai_request(ApiKind kind, std::string_view body,
     if (!s->is_bool()) return field_error(param, "stream", "'stream' must be a boolean");
     r.stream = s->get_bool();
   }
-  if (const json::value* a = o.if_contains("add_special_tokens"); a && !a->is_null()) {
-    if (!a->is_bool()) {
-      return field_error(param, "add_special_tokens", "'add_special_tokens' must be a boolean");
-    }
-    r.add_special_tokens = a->get_bool();
-  }
-
-  // Chat completions.
-  r.add_special_tokens = false;
-  const json::value* msgs = o.if_contains("messages");
-  if (!msgs || msgs->is_null()) return field_error(param, "messages", "'messages' is required");
-  if (!msgs->is_array()) return field_error(param, "messages", "'messages' must be an array");
-  const json::array& a = msgs->get_array();
-  if (a.empty()) return field_error(param, "messages", "'messages' must not be empty");
-  if (a.size() > limits.max_messages) {
-    return field_error(param, "messages",
-                       "too many messages (" + std::to_string(a.size()) + " > " +
-                           std::to_string(limits.max_messages) + ")");
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    const json::value& m = a[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return field_error(param, where, where + " must be an object");
-    const json::value* role = m.get_object().if_contains("role");
-    if (!role || !role->is_string()) {
-      return field_error(param, where + ".role", where + ".role must be a string");
-    }
-    const json::value* content = m.get_object().if_contains("content");
-    if (content && !content->is_null() && !content->is_string() && !content->is_array()) {
-      return field_error(param, where + ".content",
-                         where + ".content must be a string or a list of parts");
-    }
-  }
-  r.messages = a;
-  if (const json::value* t = o.if_contains("tools"); t && !t->is_null()) {
-    if (!t->is_array()) return field_error(param, "tools", "'tools' must be an array");
-    r.tools = t->get_array();
-  }
-  if (const json::value* g = o.if_contains("add_generation_prompt"); g && !g->is_null()) {
-    if (!g->is_bool()) {
-      return field_error(param, "add_generation_prompt", "'add_generation_prompt' must be a boolean");
-    }
-    r.add_generation_prompt = g->get_bool();
-  }
-  if (const json::value* c = o.if_contains("continue_final_message"); c && c->is_bool()) {
-    r.continue_final_message = c->get_bool();
-  }
-  if (const json::value* k = o.if_contains("chat_template_kwargs"); k && !k->is_null()) {
-    if (!k->is_object()) {
-      return field_error(param, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
-    }
-    r.chat_template_kwargs = k->get_object();
-  }
+  // The chat prompt's fields, read by the parser the simulated engine uses too.
+  INFERA_ASSIGN_OR_RETURN(tokenizer::ChatPrompt chat,
+                          tokenizer::parse_chat_prompt(o, limits.max_messages, param));
+  r.messages = std::move(chat.messages);
+  r.tools = std::move(chat.tools);
+  r.add_generation_prompt = chat.add_generation_prompt;
+  r.continue_final_message = chat.continue_final_message;
+  r.chat_template_kwargs = std::move(chat.chat_template_kwargs);
+  r.add_special_tokens = chat.add_special_tokens;
   r.num_prompts = 1;
   return r;
+}
+
+Result<std::vector<uint32_t>> encode_prompt(const tokenizer::PromptEncoder& encoder,
+                                            const OpenAiRequest& r) {
+  if (!r.prompt_ids.empty()) return r.prompt_ids;
+  Result<tokenizer::EncodedPrompt> encoded =
+      r.kind == ApiKind::kChatCompletions
+          ? encoder.encode_chat(r.messages, r.tools, r.chat_template_kwargs,
+                                {.add_generation_prompt = r.add_generation_prompt,
+                                 .continue_final_message = r.continue_final_message,
+                                 .add_special_tokens = r.add_special_tokens})
+          : encoder.encode_text(r.prompt_text.value_or(""), r.add_special_tokens);
+  if (!encoded.ok()) return encoded.status();
+  return std::move(encoded->ids);
 }
 
 }  // namespace infera::gateway

@@ -1,7 +1,8 @@
 // The OpenAI requests the gateway routes, parsed at the edge into a typed struct (what routing
 // needs: model, stream, the prompt or the chat messages), without throwing and within limits
-// (JSON depth, message count, prompt ids). The body itself is forwarded to the worker
-// unchanged; this view only informs the routing decision. Pure functions; any thread.
+// (JSON depth, message count, prompt ids), and the prompt's token ids from it. The body itself
+// is forwarded to the worker unchanged; this view only informs the routing decision. Pure
+// functions; any thread.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,10 @@
 #include <boost/json/object.hpp>
 
 #include "infera/common/status.h"
+
+namespace infera::tokenizer {
+class PromptEncoder;
+}  // namespace infera::tokenizer
 
 namespace infera::gateway {
 
@@ -33,13 +38,15 @@ struct OpenAiRequest {
   std::optional<std::string> prompt_text;
   std::vector<uint32_t> prompt_ids;
   uint32_t num_prompts = 0;
-  // Chat: what the chat template needs.
+  // Chat: what the chat template needs, read by tokenizer::parse_chat_prompt (the fields and
+  // rules of tokenizer::ChatPrompt; continue_final_message turns add_generation_prompt off).
   boost::json::array messages;
   std::optional<boost::json::array> tools;
   bool add_generation_prompt = true;       // vLLM's default
   bool continue_final_message = false;
   boost::json::object chat_template_kwargs;
-  // Completions prompts get special tokens by default; chat prompts never (as vLLM does).
+  // Completions prompts get special tokens by default; chat prompts only when the request asks
+  // (on top of the template's own), as vLLM does.
   bool add_special_tokens = true;
 };
 
@@ -47,6 +54,13 @@ struct OpenAiRequest {
 // `param`, when given, receives the offending field (the OpenAI error's "param").
 Result<OpenAiRequest> parse_openai_request(ApiKind kind, std::string_view body,
                                            const RequestLimits& limits, std::string* param = nullptr);
+
+// The prompt's token ids, as the simulated engine computes them: the ids as given, the (first)
+// text prompt encoded, or the chat prompt through tokenizer::PromptEncoder::encode_chat with
+// every field of the request's chat prompt. Errors are the encoder's (a template error is
+// InvalidArgument).
+Result<std::vector<uint32_t>> encode_prompt(const tokenizer::PromptEncoder& encoder,
+                                            const OpenAiRequest& r);
 
 namespace detail {
 // Completions bodies are read by a fast reader for plain JSON (ASCII strings without escapes,

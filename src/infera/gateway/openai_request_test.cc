@@ -29,6 +29,31 @@ TEST(OpenAiRequestTest, ParsesChat) {
   EXPECT_EQ(r->chat_template_kwargs.at("enable_thinking").as_bool(), false);
 }
 
+// The chat prompt is read by tokenizer::parse_chat_prompt, the simulated engine's parser too:
+// continue_final_message and a chat's own add_special_tokens reach the prompt, with vLLM's rules.
+TEST(OpenAiRequestTest, ChatPromptFieldsFollowTheEnginesRules) {
+  auto cont =
+      chat(R"({"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"A"}],
+                      "continue_final_message":true})");
+  ASSERT_TRUE(cont.ok()) << cont.status().to_string();
+  EXPECT_TRUE(cont->continue_final_message);
+  EXPECT_FALSE(cont->add_generation_prompt);
+  auto special = chat(R"({"messages":[{"role":"user","content":"hi"}],"add_special_tokens":true})");
+  ASSERT_TRUE(special.ok());
+  EXPECT_TRUE(special->add_special_tokens);
+  std::string param;
+  auto both = chat(R"({"messages":[{"role":"user","content":"hi"}],"continue_final_message":true,
+                      "add_generation_prompt":true})",
+                   &param);
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(param, "continue_final_message");
+  // A wrong type is an error, as in the engine (it used to be ignored here).
+  auto wrong =
+      chat(R"({"messages":[{"role":"user","content":"hi"}],"continue_final_message":1})", &param);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(param, "continue_final_message");
+}
+
 TEST(OpenAiRequestTest, ParsesEveryCompletionsPromptShape) {
   auto text = completion(R"({"prompt":"hello"})");
   ASSERT_TRUE(text.ok());

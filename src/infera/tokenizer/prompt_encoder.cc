@@ -47,32 +47,6 @@ bool template_iterates_content(const std::filesystem::path& dir) {
   return std::regex_search(source, kLoop);
 }
 
-// Messages with list-of-parts content flattened to strings (text parts joined by '\n', other
-// parts dropped), as vLLM does for "string" content-format templates.
-json::array flatten_content(const json::array& messages) {
-  json::array out = messages;
-  for (auto& m : out) {
-    if (!m.is_object()) continue;
-    auto* content = m.as_object().if_contains("content");
-    if (content == nullptr || !content->is_array()) continue;
-    std::string text;
-    bool first = true;
-    for (const auto& part : content->as_array()) {
-      const json::object* p = part.if_object();
-      if (p == nullptr) continue;
-      const auto* type = p->if_contains("type");
-      const auto* t = p->if_contains("text");
-      if (type && type->is_string() && type->as_string() == "text" && t && t->is_string()) {
-        if (!first) text.push_back('\n');
-        text.append(t->as_string().data(), t->as_string().size());
-        first = false;
-      }
-    }
-    *content = json::string(text);
-  }
-  return out;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<PromptEncoder>> PromptEncoder::load(std::string_view path_or_id) {
@@ -101,10 +75,17 @@ Result<EncodedPrompt> PromptEncoder::encode_text(std::string_view text,
   return out;
 }
 
+Result<EncodedPrompt> PromptEncoder::encode_chat(const ChatPrompt& chat) const {
+  return encode_chat(chat.messages, chat.tools, chat.chat_template_kwargs,
+                     ChatOptions{.add_generation_prompt = chat.add_generation_prompt,
+                                 .continue_final_message = chat.continue_final_message,
+                                 .add_special_tokens = chat.add_special_tokens});
+}
+
 Result<EncodedPrompt> PromptEncoder::encode_chat(const boost::json::array& messages,
                                                  const std::optional<boost::json::array>& tools,
-                                                 bool add_generation_prompt,
-                                                 const boost::json::object& template_kwargs) const {
+                                                 const boost::json::object& template_kwargs,
+                                                 const ChatOptions& options) const {
   if (!chat_) {
     return failed_precondition("the tokenizer at " + directory_.string() +
                                " has no chat template (tokenizer_config.json chat_template)");
@@ -112,12 +93,17 @@ Result<EncodedPrompt> PromptEncoder::encode_chat(const boost::json::array& messa
   jinja::ChatInputs inputs;
   inputs.messages = openai_content_ ? messages : flatten_content(messages);
   inputs.tools = tools;
-  inputs.add_generation_prompt = add_generation_prompt;
+  inputs.add_generation_prompt = options.add_generation_prompt;
   inputs.template_kwargs = template_kwargs;
   EncodedPrompt out;
   INFERA_ASSIGN_OR_RETURN(out.rendered, chat_->render(inputs));
-  // Rendered chat prompts carry their own special tokens: never add more (vLLM does the same).
-  out.ids = tokenizer_->encode(out.rendered, false);
+  // The final message as the template saw it (flattened or not), as transformers looks for it.
+  if (options.continue_final_message) {
+    INFERA_ASSIGN_OR_RETURN(out.rendered,
+                            cut_after_final_message(std::move(out.rendered), inputs.messages));
+  }
+  // Rendered chat prompts carry the template's special tokens; more only when asked (vLLM).
+  out.ids = tokenizer_->encode(out.rendered, options.add_special_tokens);
   return out;
 }
 

@@ -1,11 +1,14 @@
 // PromptEncoder: a model's prompt path, as vLLM runs it, in one place for the gateway, the
 // simulated engine and `infera tokenize`: tokenizer.json encodes text (completions prompts
-// with the post-processor's special tokens unless told otherwise); chat messages are first
-// rendered with tokenizer_config.json's chat template and encoded without special tokens.
+// with the post-processor's special tokens unless told otherwise); chat prompts (ChatPrompt,
+// chat_prompt.h) are first rendered with tokenizer_config.json's chat template and encoded
+// without special tokens unless the request asks for them.
 // Loaded once from a directory or a Hugging Face id resolved offline; immutable afterwards and
 // safe to use from any number of threads.
 #pragma once
 
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -13,12 +16,10 @@
 #include <string_view>
 #include <vector>
 
-#include <boost/json/array.hpp>
-#include <boost/json/object.hpp>
-
 #include "infera/common/clock.h"
 #include "infera/common/status.h"
 #include "infera/jinja/chat.h"
+#include "infera/tokenizer/chat_prompt.h"
 #include "infera/tokenizer/tokenizer.h"
 
 namespace infera::tokenizer {
@@ -39,12 +40,27 @@ class PromptEncoder {
   bool has_chat_template() const { return chat_.has_value(); }
 
   Result<EncodedPrompt> encode_text(std::string_view text, bool add_special_tokens) const;
-  // Template errors are INVALID_ARGUMENT with the template's message (HTTP 400);
-  // no chat template in the model directory is FAILED_PRECONDITION.
+
+  // A chat request's prompt, as vLLM builds it: list-of-parts content flattened unless the
+  // template loops over the parts (vLLM's "auto" content format), the template rendered, the
+  // output cut after the final message under continue_final_message (transformers), then
+  // encoded, with the post-processor's special tokens only when the request asks for them.
+  // The gateway hashes and the simulated engine caches exactly these ids. Template errors and
+  // a continue_final_message that cannot be applied are INVALID_ARGUMENT (HTTP 400); no chat
+  // template in the model directory is FAILED_PRECONDITION.
+  Result<EncodedPrompt> encode_chat(const ChatPrompt& chat) const;
+
+  // The same for a caller that keeps the prompt's parts in its own struct (the gateway's
+  // OpenAiRequest), without copying the messages into a ChatPrompt.
+  struct ChatOptions {
+    bool add_generation_prompt = true;
+    bool continue_final_message = false;
+    bool add_special_tokens = false;
+  };
   Result<EncodedPrompt> encode_chat(const boost::json::array& messages,
                                     const std::optional<boost::json::array>& tools,
-                                    bool add_generation_prompt,
-                                    const boost::json::object& template_kwargs) const;
+                                    const boost::json::object& template_kwargs,
+                                    const ChatOptions& options) const;
 
  private:
   PromptEncoder() = default;

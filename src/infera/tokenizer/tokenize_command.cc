@@ -13,6 +13,7 @@ namespace json = boost::json;
 namespace {
 
 constexpr size_t kMaxLineBytes = 64 << 20;  // one input line (a 100k-token document is ~400 kB)
+constexpr uint32_t kMaxMessages = 1u << 20;  // a line's messages; the line's size bounds them
 
 Result<json::object> tokenize_one(const PromptEncoder& encoder, bool add_special_tokens,
                                   std::string_view line) {
@@ -25,25 +26,11 @@ Result<json::object> tokenize_one(const PromptEncoder& encoder, bool add_special
   if (const auto* text = o.if_contains("text")) {
     if (!text->is_string()) return invalid_argument("\"text\" must be a string");
     INFERA_ASSIGN_OR_RETURN(encoded, encoder.encode_text(text->as_string(), add_special_tokens));
-  } else if (const auto* messages = o.if_contains("messages")) {
-    if (!messages->is_array()) return invalid_argument("\"messages\" must be an array");
-    std::optional<json::array> tools;
-    if (const auto* t = o.if_contains("tools"); t && !t->is_null()) {
-      if (!t->is_array()) return invalid_argument("\"tools\" must be an array");
-      tools = t->as_array();
-    }
-    bool add_generation_prompt = true;
-    if (const auto* g = o.if_contains("add_generation_prompt"); g && !g->is_null()) {
-      if (!g->is_bool()) return invalid_argument("\"add_generation_prompt\" must be a boolean");
-      add_generation_prompt = g->as_bool();
-    }
-    json::object kwargs;
-    if (const auto* k = o.if_contains("chat_template_kwargs"); k && !k->is_null()) {
-      if (!k->is_object()) return invalid_argument("\"chat_template_kwargs\" must be an object");
-      kwargs = k->as_object();
-    }
-    INFERA_ASSIGN_OR_RETURN(encoded, encoder.encode_chat(messages->as_array(), tools,
-                                                         add_generation_prompt, kwargs));
+  } else if (o.contains("messages")) {
+    // The chat fields of a chat completions request, read by the parser the gateway and the
+    // engine use.
+    INFERA_ASSIGN_OR_RETURN(ChatPrompt chat, parse_chat_prompt(o, kMaxMessages));
+    INFERA_ASSIGN_OR_RETURN(encoded, encoder.encode_chat(chat));
   } else {
     return invalid_argument("a line needs \"text\" or \"messages\"");
   }

@@ -56,9 +56,10 @@ TEST(TokenizeCommandTest, TextAndChatLinesMatchThePromptEncoder) {
   EXPECT_EQ(ids_of(lines[0]), (*enc)->encode_text("Hello world, this is infera.", false)->ids);
   EXPECT_FALSE(lines[0].contains("prompt"));
 
-  json::array messages{json::object{{"role", "user"}, {"content", "Hi"}}};
-  auto chat = (*enc)->encode_chat(messages, std::nullopt, true,
-                                  json::object{{"enable_thinking", false}});
+  ChatPrompt prompt;
+  prompt.messages = json::array{json::object{{"role", "user"}, {"content", "Hi"}}};
+  prompt.chat_template_kwargs = json::object{{"enable_thinking", false}};
+  auto chat = (*enc)->encode_chat(prompt);
   ASSERT_TRUE(chat.ok());
   EXPECT_EQ(ids_of(lines[1]), chat->ids);
   EXPECT_EQ(lines[1].at("prompt").as_string(), chat->rendered);
@@ -83,12 +84,15 @@ TEST(TokenizeCommandTest, ListOfPartsContentIsFlattenedForStringTemplates) {
   for (const char* model : {"qwen3", "gemma3"}) {
     auto enc = PromptEncoder::load(std::string(INFERA_MODELS_DIR) + "/" + model);
     ASSERT_TRUE(enc.ok()) << model;
-    json::array parts{json::object{{"role", "user"},
-                                   {"content", json::array{json::object{{"type", "text"}, {"text", "Hello"}},
-                                                           json::object{{"type", "text"}, {"text", "world"}}}}}};
-    json::array plain{json::object{{"role", "user"}, {"content", "Hello\nworld"}}};
-    auto a = (*enc)->encode_chat(parts, std::nullopt, true, {});
-    auto b = (*enc)->encode_chat(plain, std::nullopt, true, {});
+    ChatPrompt parts;
+    parts.messages = json::array{
+        json::object{{"role", "user"},
+                     {"content", json::array{json::object{{"type", "text"}, {"text", "Hello"}},
+                                             json::object{{"type", "text"}, {"text", "world"}}}}}};
+    ChatPrompt plain;
+    plain.messages = json::array{json::object{{"role", "user"}, {"content", "Hello\nworld"}}};
+    auto a = (*enc)->encode_chat(parts);
+    auto b = (*enc)->encode_chat(plain);
     ASSERT_TRUE(a.ok()) << model << ": " << a.status().to_string();
     ASSERT_TRUE(b.ok()) << model;
     if (std::string(model) == "qwen3") {
@@ -98,6 +102,54 @@ TEST(TokenizeCommandTest, ListOfPartsContentIsFlattenedForStringTemplates) {
       EXPECT_NE(a->rendered.find("world"), std::string::npos);
     }
   }
+}
+
+// continue_final_message ends the prompt inside the final (assistant) message, as transformers
+// does; a chat line reads it like a chat request.
+TEST(TokenizeCommandTest, ContinueFinalMessageEndsInsideTheFinalMessage) {
+  auto enc = PromptEncoder::load(std::string(INFERA_MODELS_DIR) + "/qwen3");
+  ASSERT_TRUE(enc.ok());
+  ChatPrompt prompt;
+  prompt.messages = json::parse(R"([{"role":"user","content":"Name a colour."},)"
+                                R"({"role":"assistant","content":"My favourite is"}])")
+                        .as_array();
+  prompt.add_generation_prompt = false;
+  auto closed = (*enc)->encode_chat(prompt);
+  prompt.continue_final_message = true;
+  auto open = (*enc)->encode_chat(prompt);
+  ASSERT_TRUE(closed.ok() && open.ok()) << open.status().to_string();
+  EXPECT_TRUE(open->rendered.ends_with("My favourite is")) << open->rendered;
+  EXPECT_TRUE(closed->rendered.starts_with(open->rendered));
+  EXPECT_LT(open->ids.size(), closed->ids.size());
+  EXPECT_EQ(open->ids, (*enc)->encode_text(open->rendered, false)->ids);
+
+  const std::string input =
+      R"({"messages": [{"role":"user","content":"Name a colour."},)"
+      R"({"role":"assistant","content":"My favourite is"}], "continue_final_message": true})"
+      "\n";
+  int rc = -1;
+  auto lines = run(**enc, false, input, &rc);
+  EXPECT_EQ(rc, 0);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(ids_of(lines[0]), open->ids);
+}
+
+// A chat prompt's add_special_tokens adds the post-processor's tokens on top of the template's
+// (Gemma 3: a second <bos>), as vLLM does; by default it adds none.
+TEST(TokenizeCommandTest, ChatAddSpecialTokensAddsThePostProcessorsTokens) {
+  auto enc = PromptEncoder::load(std::string(INFERA_MODELS_DIR) + "/gemma3");
+  ASSERT_TRUE(enc.ok());
+  ChatPrompt prompt;
+  prompt.messages = json::parse(R"([{"role":"user","content":"Hi"}])").as_array();
+  auto plain = (*enc)->encode_chat(prompt);
+  prompt.add_special_tokens = true;
+  auto special = (*enc)->encode_chat(prompt);
+  ASSERT_TRUE(plain.ok() && special.ok());
+  const auto bos = (*enc)->tokenizer().token_to_id("<bos>");
+  ASSERT_TRUE(bos.has_value());
+  ASSERT_EQ(special->ids.size(), plain->ids.size() + 1);
+  EXPECT_EQ(special->ids[0], *bos);
+  EXPECT_EQ(std::vector<TokenId>(special->ids.begin() + 1, special->ids.end()), plain->ids);
 }
 
 }  // namespace
