@@ -57,6 +57,11 @@ def main():
     for i, n in enumerate(names):
         per = policies[n].get("requests_per_worker", [])
         ax.bar([w + i * width for w in range(len(per))], per, width=width, label=n)
+    # One tick per worker, under the middle of its group of bars, labelled with its index (the
+    # default ticks fell between groups: 0.5, 1.5, ...).
+    workers = max((len(policies[n].get("requests_per_worker", [])) for n in names), default=0)
+    ax.set_xticks([w + (len(names) - 1) * width / 2 for w in range(workers)])
+    ax.set_xticklabels([str(w) for w in range(workers)])
     ax.set_xlabel("worker")
     ax.set_ylabel("requests")
     ax.set_title("Load per worker " + title)

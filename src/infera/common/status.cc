@@ -15,6 +15,7 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kCancelled: return "CANCELLED";
     case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
     case StatusCode::kDataLoss: return "DATA_LOSS";
+    case StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
     case StatusCode::kInternal: return "INTERNAL";
   }
   return "UNKNOWN";

@@ -26,6 +26,7 @@ enum class StatusCode {
   kCancelled,           // the caller went away
   kUnimplemented,       // a feature that does not exist yet
   kDataLoss,            // input was truncated or corrupt
+  kUnauthenticated,     // no valid credentials (HTTP 401)
   kInternal,            // an invariant of a dependency broke (HTTP 500)
 };
 
@@ -67,6 +68,9 @@ inline Status deadline_exceeded(std::string m) {
 }
 inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 inline Status unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+inline Status unauthenticated(std::string m) {
+  return {StatusCode::kUnauthenticated, std::move(m)};
+}
 inline Status data_loss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 

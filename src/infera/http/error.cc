@@ -13,6 +13,7 @@ constexpr std::string_view kRateLimit = "rate_limit_error";
 constexpr std::string_view kUpstreamError = "upstream_error";
 constexpr std::string_view kTimeout = "timeout_error";
 constexpr std::string_view kCancelled = "cancelled";
+constexpr std::string_view kAuthentication = "authentication_error";
 
 // Length of the valid UTF-8 sequence starting at s[i], or 0 (RFC 3629: no overlongs, no
 // surrogates, nothing above U+10FFFF).
@@ -51,8 +52,12 @@ std::string_view default_message(int status) {
   switch (status) {
     case 400:
       return "bad request";
+    case 401:
+      return "authentication required";
     case 404:
       return "not found";
+    case 405:
+      return "method not allowed";
     case 408:
       return "request timed out";
     case 413:
@@ -112,7 +117,11 @@ HttpError classify_error(const Status& status, const ErrorContext& context) {
     case StatusCode::kCancelled:
       return {499, kCancelled};
     case StatusCode::kUnimplemented:
+      // The request line's method is not one this path serves (the path is known).
+      if (context.origin == ErrorOrigin::kRequestHeader) return {405, kInvalidRequest};
       return {501, kInvalidRequest};
+    case StatusCode::kUnauthenticated:
+      return {401, kAuthentication};
     case StatusCode::kDataLoss:
       return request ? HttpError{400, kInvalidRequest} : HttpError{500, kServerError};
     case StatusCode::kInternal:
@@ -197,6 +206,7 @@ Response error_response(const Status& status, const ErrorContext& context) {
   if (e.retry_after.count() > 0) {
     r.headers.push_back({"Retry-After", std::to_string(e.retry_after.count())});
   }
+  if (e.status == 401) r.headers.push_back({"WWW-Authenticate", "Bearer"});  // RFC 9110 11.6.1
   return r;
 }
 

@@ -44,7 +44,9 @@ struct HttpError {
 //   kInvalidArgument, kOutOfRange, kFailedPrecondition -> 400; kNotFound -> 404;
 //   kResourceExhausted -> 413 (request body), 431 (request header), 429 (server);
 //   kUnavailable -> 503 (server), kDeadlineExceeded -> 504 (408 for a slow client request);
-//   kCancelled -> 499; kUnimplemented -> 501; kDataLoss -> 400 (request), kInternal -> 500;
+//   kCancelled -> 499; kUnimplemented -> 501 (405 for the request header: a method the path does
+//   not serve); kUnauthenticated -> 401 (with WWW-Authenticate: Bearer); kDataLoss -> 400
+//   (request), kInternal -> 500;
 //   any failure of a worker (kUpstream) -> 502, except kDeadlineExceeded 504, kCancelled 499.
 // An ok Status is a bug.
 HttpError classify_error(const Status& status, const ErrorContext& context = {});

@@ -43,6 +43,8 @@ TEST(ErrorMappingTest, MapsEveryCodeAndOrigin) {
       {deadline_exceeded("x"), ErrorOrigin::kRequestBody, 408, "invalid_request_error", false},
       {cancelled("x"), ErrorOrigin::kServer, 499, "cancelled", false},
       {unimplemented("x"), ErrorOrigin::kServer, 501, "invalid_request_error", false},
+      {unimplemented("x"), ErrorOrigin::kRequestHeader, 405, "invalid_request_error", false},
+      {unauthenticated("x"), ErrorOrigin::kServer, 401, "authentication_error", false},
       {data_loss("x"), ErrorOrigin::kRequestBody, 400, "invalid_request_error", false},
       {data_loss("x"), ErrorOrigin::kServer, 500, "server_error", false},
       {internal_error("x"), ErrorOrigin::kServer, 500, "server_error", false},
@@ -59,6 +61,8 @@ TEST(ErrorMappingTest, MapsEveryCodeAndOrigin) {
     EXPECT_EQ(r.status, c.http);
     EXPECT_EQ(r.header("Content-Type"), "application/json");
     EXPECT_EQ(!r.header("Retry-After").empty(), c.retry_after);
+    // RFC 9110: a 401 names the scheme the client should use; nothing else does.
+    EXPECT_EQ(r.header("WWW-Authenticate"), c.http == 401 ? "Bearer" : "");
     const json::object err = parse_error_body(r.body);
     EXPECT_EQ(err.at("type").as_string(), c.type);
     EXPECT_EQ(err.at("message").as_string(), "x");

@@ -389,10 +389,10 @@ net::awaitable<bool> Server::Impl::serve_one(Connection& conn) {
     rejected.fetch_add(1, std::memory_order_relaxed);
     Response r;
     if (path_known) {
-      r = error_response(invalid_argument(std::string("method ") +
-                                          std::string(method_name(request.method)) +
-                                          " is not allowed on this path"));
-      r.status = 405;  // a routing answer of the transport, not a Status of the application
+      r = error_response(unimplemented(std::string("method ") +
+                                       std::string(method_name(request.method)) +
+                                       " is not allowed on this path"),
+                         {.origin = ErrorOrigin::kRequestHeader});
     } else {
       r = error_response(not_found("no route for " + std::string(request.path())));
     }

@@ -91,7 +91,10 @@ TEST_F(ServerTest, RoutesByExactPathThenLongestPrefix) {
   EXPECT_EQ(missing.status, 404);
   EXPECT_EQ(missing.header("content-type"), "application/json");
   EXPECT_NE(missing.body.find("\"invalid_request_error\""), std::string::npos);
-  EXPECT_EQ(roundtrip(post("/health", "")).status, 405);
+  const RawResponse wrong_method = roundtrip(post("/health", ""));
+  EXPECT_EQ(wrong_method.status, 405);
+  EXPECT_NE(wrong_method.body.find("\"invalid_request_error\""), std::string::npos);
+  EXPECT_NE(wrong_method.body.find("method POST is not allowed"), std::string::npos);
 }
 
 TEST_F(ServerTest, KeepAliveServesSequentialRequestsOnOneConnection) {
