@@ -293,36 +293,32 @@ void Fleet::candidates(const FleetView& view, std::string_view model, routing::S
   const std::vector<FleetView::Row>& rows = view.rows_;
   bool capped = false;
   bool backing_off = false;
-  for (size_t i = 0; i < rows.size(); ++i) {
+  // Whether row i may take the request, apart from its backoff; counts the in-flight cap.
+  auto eligible = [&](size_t i) {
     const FleetView::Row& r = rows[i];
     if ((served_by && !test_bit(*served_by, i)) ||
         !fits(r.refused, r.role, r.slot, stage, split_fleet, skip)) {
-      continue;
+      return false;
     }
     if (cap != 0 && r.rt->inflight.load(std::memory_order_relaxed) >= cap) {
       capped = true;
-      continue;
+      return false;
     }
-    if (r.rt->excluded_until_ns.load(std::memory_order_relaxed) > now) {
+    return true;
+  };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!eligible(i)) continue;
+    if (rows[i].rt->excluded_until_ns.load(std::memory_order_relaxed) > now) {
       backing_off = true;
       continue;
     }
-    out.push_back(r.slot);
+    out.push_back(rows[i].slot);
   }
   if (out.empty() && backing_off) {
     // Every healthy worker is in backoff: offer those (a second pass only then, so the usual
     // one allocates nothing beyond `out`).
     for (size_t i = 0; i < rows.size(); ++i) {
-      const FleetView::Row& r = rows[i];
-      if ((served_by && !test_bit(*served_by, i)) ||
-          !fits(r.refused, r.role, r.slot, stage, split_fleet, skip)) {
-        continue;
-      }
-      if (cap != 0 && r.rt->inflight.load(std::memory_order_relaxed) >= cap) {
-        capped = true;
-        continue;
-      }
-      out.push_back(r.slot);
+      if (eligible(i)) out.push_back(rows[i].slot);
     }
   }
   if (at_capacity) *at_capacity = out.empty() && capped;
