@@ -90,9 +90,9 @@ void add_public_routes(GatewayContext& g, http::Routes& routes);
 // Registers the scrape-time collectors (per-worker gauges and event counters).
 void add_metric_collectors(GatewayContext& g);
 
-// Tokenizes a parsed request's prompt (ids as given, text or chat through the encoder); the
-// time spent is added to `tokenize_time`.
-Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, const OpenAiRequest& r,
+// Tokenizes a parsed request's prompt (ids as given, moved out of `r`; text or chat through the
+// encoder); the time spent is added to `tokenize_time`.
+Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, OpenAiRequest& r,
                                             Nanos& tokenize_time);
 
 // The prompt's block hashes as the KV index keys them (docs/contracts.md section 4): for a

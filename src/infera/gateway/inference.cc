@@ -148,9 +148,9 @@ class InflightCall {
 
 }  // namespace
 
-Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, const OpenAiRequest& r,
+Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, OpenAiRequest& r,
                                             Nanos& tokenize_time) {
-  if (!r.prompt_ids.empty()) return r.prompt_ids;
+  if (!r.prompt_ids.empty()) return std::move(r.prompt_ids);
   if (!g.prompts) return std::vector<uint32_t>{};  // no tokenizer: route by load only
   const Nanos t0 = g.clock.now();
   Result<std::vector<uint32_t>> ids = encode_prompt(*g.prompts, r);  // the engine's path too

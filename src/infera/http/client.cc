@@ -502,7 +502,9 @@ net::awaitable<ClientResult<ClientStream>> Client::stream(const Endpoint& to, Re
   auto req = build_request(to, request);
   if (!req.ok()) co_return ClientError{req.status(), true};
   using Parser = bhttp::response_parser<bhttp::buffer_body>;
-  auto state = std::make_unique<ClientStream::State>();
+  // Default-initialised: its 8 KiB read buffer is not zero-filled first (value initialisation,
+  // make_unique's, cost 3 % of a proxied request's instructions).
+  auto state = std::make_unique_for_overwrite<ClientStream::State>();
   auto sent = co_await send_and_read_header(pool, to, req.value(), state->parser, [&] {
     auto p = std::make_unique<Parser>();
     p->header_limit(static_cast<std::uint32_t>(pool.options.max_header_bytes));
