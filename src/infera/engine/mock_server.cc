@@ -269,6 +269,123 @@ class Api {
     co_return http::Response::json(200, "{\"blocks\":" + std::to_string(*taken) + "}");
   }
 
+  // The first choice of each prompt reports the prompt's cached tokens.
+  static bool counts_cache(const GenerateRequest& r, uint32_t choice) { return choice % r.n == 0; }
+
+  // generate()'s answer in one piece: the JSON completion, a held prefill's answer, or a
+  // streamed prefill's events at once. The arguments live in generate()'s frame.
+  net::awaitable<http::Response> answer_whole(const GenerateRequest& r,
+                                              const std::vector<PreparedPrompt>& prepared,
+                                              const PdPlan& plan, const ResponseMeta& meta,
+                                              RequestStream& stream, Usage& usage,
+                                              std::vector<OutputDetokenizer>& detok,
+                                              http::ResponseWriter& out) {
+    const bool hold = plan.part == PdPart::kHold;
+    const size_t num_choices = detok.size();
+    std::vector<ChoiceOutput> outputs;
+    std::vector<ChoiceResult> results(num_choices);
+    std::vector<uint32_t> held;
+    for (size_t i = 0; i < num_choices; ++i) results[i].text = prepared[i / r.n].echo_text;
+    for (;;) {
+      const Status st = co_await stream.next(outputs);
+      if (st.code() == StatusCode::kCancelled) co_return http::Response{};  // client left
+      if (!st.ok()) co_return http::error_response(st);
+      if (outputs.empty()) break;
+      for (const ChoiceOutput& o : outputs) {
+        ChoiceResult& c = results[o.choice];
+        c.text += detok[o.choice].next(o.token);
+        ++usage.completion_tokens;
+        if (o.index == 0 && counts_cache(r, o.choice)) usage.cached_tokens += o.cached_tokens;
+        if (o.finish != FinishReason::kNone) {
+          c.text += detok[o.choice].flush();
+          c.finish = o.finish;
+        }
+        if (!o.held_blocks.empty()) held = o.held_blocks;
+      }
+    }
+    std::string kv_params;
+    if (hold) {
+      // The blocks stay held for the decode side: vLLM's answers at once and names them;
+      // SGLang's answers once the decode engine of its room took them.
+      const std::string key = plan.sglang ? plan.key : meta.id;
+      const Status offered = co_await transfers_.offer(
+          key, stream.core_id(0), static_cast<uint32_t>(held.size()), plan.sglang);
+      if (offered.code() == StatusCode::kCancelled) co_return http::Response{};
+      if (!offered.ok()) co_return http::error_response(offered);
+      if (!plan.sglang) kv_params = kv_transfer_params(key, held);
+    }
+    if (!r.stream) {
+      co_return http::Response::json(200, completion_response(meta, results, usage, kv_params));
+    }
+    // A streamed prefill (SGLang sends the client's body as is): its whole answer at once.
+    const StreamChunks chunks(meta);
+    std::string events;
+    for (uint32_t i = 0; i < num_choices; ++i) {
+      if (meta.kind == ApiKind::kChat) chunks.append_role(events, i, r.include_usage);
+      chunks.append_delta(events, i, results[i].text, results[i].finish, r.include_usage,
+                          r.continuous_usage_stats ? &usage : nullptr);
+    }
+    if (r.include_usage) chunks.append_usage(events, usage);
+    events += http::kSseDone;
+    if (!(co_await out.write_head(200, http::kSseContentType)).ok()) co_return http::Response{};
+    (void)co_await out.write(events, true);
+    co_return http::Response{};
+  }
+
+  // generate()'s answer as a stream of SSE events, written as the core produces tokens.
+  net::awaitable<http::Response> answer_streamed(const GenerateRequest& r,
+                                                 const std::vector<PreparedPrompt>& prepared,
+                                                 const ResponseMeta& meta, RequestStream& stream,
+                                                 Usage& usage,
+                                                 std::vector<OutputDetokenizer>& detok,
+                                                 http::ResponseWriter& out) {
+    const size_t num_choices = detok.size();
+    std::vector<ChoiceOutput> outputs;
+    const StreamChunks chunks(meta);
+    const Status head = co_await out.write_head(200, http::kSseContentType);
+    if (!head.ok()) co_return http::Response{};
+    std::string buffer;
+    const bool usage_null = r.include_usage;
+    const Usage* continuous = r.continuous_usage_stats ? &usage : nullptr;
+    for (uint32_t i = 0; i < num_choices; ++i) {
+      if (meta.kind == ApiKind::kChat) chunks.append_role(buffer, i, usage_null);
+      const std::string& echo = prepared[i / r.n].echo_text;
+      if (!echo.empty()) {
+        chunks.append_delta(buffer, i, echo, FinishReason::kNone, usage_null, continuous);
+      }
+    }
+    for (;;) {
+      if (!buffer.empty()) {
+        const Status wrote = co_await out.write(buffer);
+        if (!wrote.ok()) co_return http::Response{};  // gone: `stream` aborts the request
+        buffer.clear();
+      }
+      const Status st = co_await stream.next(outputs);
+      if (st.code() == StatusCode::kCancelled) co_return http::Response{};
+      if (!st.ok()) {
+        buffer = http::sse_error_event(st);
+        buffer += http::kSseDone;
+        (void)co_await out.write(buffer, true);
+        co_return http::Response{};
+      }
+      if (outputs.empty()) break;
+      for (const ChoiceOutput& o : outputs) {
+        std::string text = detok[o.choice].next(o.token);
+        ++usage.completion_tokens;
+        if (o.index == 0 && counts_cache(r, o.choice)) usage.cached_tokens += o.cached_tokens;
+        if (o.finish != FinishReason::kNone) text += detok[o.choice].flush();
+        // A token whose text is held back (part of a UTF-8 character) or empty (a special
+        // token) sends nothing, unless it ends the choice (vLLM does the same).
+        if (text.empty() && o.finish == FinishReason::kNone) continue;
+        chunks.append_delta(buffer, o.choice, text, o.finish, usage_null, continuous);
+      }
+    }
+    if (r.include_usage) chunks.append_usage(buffer, usage);
+    buffer += http::kSseDone;
+    (void)co_await out.write(buffer, true);
+    co_return http::Response{};
+  }
+
   net::awaitable<http::Response> generate(ApiKind kind, http::Request& req,
                                           http::ResponseWriter& out) {
     std::string param;
@@ -343,103 +460,11 @@ class Api {
     std::vector<OutputDetokenizer> detok;
     detok.reserve(num_choices);
     for (size_t i = 0; i < num_choices; ++i) detok.emplace_back(codec_);
-    // The first choice of each prompt reports the prompt's cached tokens.
-    auto counts_cache = [&](uint32_t choice) { return choice % r.n == 0; };
-    std::vector<ChoiceOutput> outputs;
 
     if (!r.stream || hold) {
-      std::vector<ChoiceResult> results(num_choices);
-      std::vector<uint32_t> held;
-      for (size_t i = 0; i < num_choices; ++i) results[i].text = (*prepared)[i / r.n].echo_text;
-      for (;;) {
-        const Status st = co_await stream->next(outputs);
-        if (st.code() == StatusCode::kCancelled) co_return http::Response{};  // client left
-        if (!st.ok()) co_return http::error_response(st);
-        if (outputs.empty()) break;
-        for (const ChoiceOutput& o : outputs) {
-          ChoiceResult& c = results[o.choice];
-          c.text += detok[o.choice].next(o.token);
-          ++usage.completion_tokens;
-          if (o.index == 0 && counts_cache(o.choice)) usage.cached_tokens += o.cached_tokens;
-          if (o.finish != FinishReason::kNone) {
-            c.text += detok[o.choice].flush();
-            c.finish = o.finish;
-          }
-          if (!o.held_blocks.empty()) held = o.held_blocks;
-        }
-      }
-      std::string kv_params;
-      if (hold) {
-        // The blocks stay held for the decode side: vLLM's answers at once and names them;
-        // SGLang's answers once the decode engine of its room took them.
-        const std::string key = plan.sglang ? plan.key : meta.id;
-        const Status offered = co_await transfers_.offer(
-            key, stream->core_id(0), static_cast<uint32_t>(held.size()), plan.sglang);
-        if (offered.code() == StatusCode::kCancelled) co_return http::Response{};
-        if (!offered.ok()) co_return http::error_response(offered);
-        if (!plan.sglang) kv_params = kv_transfer_params(key, held);
-      }
-      if (!r.stream) {
-        co_return http::Response::json(200, completion_response(meta, results, usage, kv_params));
-      }
-      // A streamed prefill (SGLang sends the client's body as is): its whole answer at once.
-      const StreamChunks chunks(meta);
-      std::string events;
-      for (uint32_t i = 0; i < num_choices; ++i) {
-        if (kind == ApiKind::kChat) chunks.append_role(events, i, r.include_usage);
-        chunks.append_delta(events, i, results[i].text, results[i].finish, r.include_usage,
-                            r.continuous_usage_stats ? &usage : nullptr);
-      }
-      if (r.include_usage) chunks.append_usage(events, usage);
-      events += http::kSseDone;
-      if (!(co_await out.write_head(200, http::kSseContentType)).ok()) co_return http::Response{};
-      (void)co_await out.write(events, true);
-      co_return http::Response{};
+      co_return co_await answer_whole(r, *prepared, plan, meta, *stream, usage, detok, out);
     }
-
-    const StreamChunks chunks(meta);
-    const Status head = co_await out.write_head(200, http::kSseContentType);
-    if (!head.ok()) co_return http::Response{};
-    std::string buffer;
-    const bool usage_null = r.include_usage;
-    const Usage* continuous = r.continuous_usage_stats ? &usage : nullptr;
-    for (uint32_t i = 0; i < num_choices; ++i) {
-      if (kind == ApiKind::kChat) chunks.append_role(buffer, i, usage_null);
-      const std::string& echo = (*prepared)[i / r.n].echo_text;
-      if (!echo.empty()) {
-        chunks.append_delta(buffer, i, echo, FinishReason::kNone, usage_null, continuous);
-      }
-    }
-    for (;;) {
-      if (!buffer.empty()) {
-        const Status wrote = co_await out.write(buffer);
-        if (!wrote.ok()) co_return http::Response{};  // gone: `stream` aborts the request
-        buffer.clear();
-      }
-      const Status st = co_await stream->next(outputs);
-      if (st.code() == StatusCode::kCancelled) co_return http::Response{};
-      if (!st.ok()) {
-        buffer = http::sse_error_event(st);
-        buffer += http::kSseDone;
-        (void)co_await out.write(buffer, true);
-        co_return http::Response{};
-      }
-      if (outputs.empty()) break;
-      for (const ChoiceOutput& o : outputs) {
-        std::string text = detok[o.choice].next(o.token);
-        ++usage.completion_tokens;
-        if (o.index == 0 && counts_cache(o.choice)) usage.cached_tokens += o.cached_tokens;
-        if (o.finish != FinishReason::kNone) text += detok[o.choice].flush();
-        // A token whose text is held back (part of a UTF-8 character) or empty (a special
-        // token) sends nothing, unless it ends the choice (vLLM does the same).
-        if (text.empty() && o.finish == FinishReason::kNone) continue;
-        chunks.append_delta(buffer, o.choice, text, o.finish, usage_null, continuous);
-      }
-    }
-    if (r.include_usage) chunks.append_usage(buffer, usage);
-    buffer += http::kSseDone;
-    (void)co_await out.write(buffer, true);
-    co_return http::Response{};
+    co_return co_await answer_streamed(r, *prepared, meta, *stream, usage, detok, out);
   }
 
   http::Response tokenize(const http::Request& req) const {
@@ -500,6 +525,34 @@ class Api {
   std::atomic<uint16_t> port_{0};
 };
 
+// The text codec: the tokenizer --tokenizer names, or a synthetic one of the engine's vocabulary.
+Result<std::unique_ptr<TextCodec>> make_codec(const MockOptions& o) {
+  if (o.tokenizer.empty()) return make_synthetic_codec(o.engine.vocab_size, o.engine.eos_token_id);
+  auto codec = load_tokenizer_codec(o.tokenizer);
+  if (!codec.ok()) {
+    return Status(codec.status().code(),
+                  "--tokenizer " + o.tokenizer + ": " + codec.status().message());
+  }
+  return std::move(*codec);
+}
+
+// The KV-event publisher of --kv-events (which o.kv_events holds).
+Result<std::unique_ptr<events::KvEventPublisher>> start_kv_publisher(const MockOptions& o) {
+  events::KvEventPublisher::Options po;
+  po.endpoint = o.kv_events->endpoint;
+  po.replay_endpoint = o.kv_events->replay_endpoint;
+  po.topic = o.kv_events->topic;
+  po.buffer_steps = o.kv_events->buffer_steps;
+  po.hwm = static_cast<int>(std::min<uint32_t>(o.kv_events->hwm, 1u << 30));
+  po.max_queue_size = o.kv_events->max_queue_size;
+  po.format = o.kv_events_format;
+  auto publisher = events::KvEventPublisher::start(po);
+  if (!publisher.ok()) {
+    return Status(publisher.status().code(), "KV events: " + publisher.status().message());
+  }
+  return std::move(*publisher);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -531,16 +584,7 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
   const MockOptions& o = engine->options_;
   Parts& p = *engine->parts_;
 
-  if (o.tokenizer.empty()) {
-    p.codec = make_synthetic_codec(o.engine.vocab_size, o.engine.eos_token_id);
-  } else {
-    auto codec = load_tokenizer_codec(o.tokenizer);
-    if (!codec.ok()) {
-      return Status(codec.status().code(), "--tokenizer " + o.tokenizer + ": " +
-                                               codec.status().message());
-    }
-    p.codec = std::move(*codec);
-  }
+  INFERA_ASSIGN_OR_RETURN(p.codec, make_codec(o));
   EngineConfig config = o.engine;
   config.vocab_size = p.codec->vocab_size();
   config.eos_token_id = p.codec->eos_token_id();
@@ -549,20 +593,7 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
 
   WorkerRecordParams record;
   if (o.kv_events) {
-    events::KvEventPublisher::Options po;
-    po.endpoint = o.kv_events->endpoint;
-    po.replay_endpoint = o.kv_events->replay_endpoint;
-    po.topic = o.kv_events->topic;
-    po.buffer_steps = o.kv_events->buffer_steps;
-    po.hwm = static_cast<int>(std::min<uint32_t>(o.kv_events->hwm, 1u << 30));
-    po.max_queue_size = o.kv_events->max_queue_size;
-    po.format = o.kv_events_format;
-    auto publisher = events::KvEventPublisher::start(po);
-    if (!publisher.ok()) {
-      return Status(publisher.status().code(),
-                    "KV events: " + publisher.status().message());
-    }
-    p.publisher = std::move(*publisher);
+    INFERA_ASSIGN_OR_RETURN(p.publisher, start_kv_publisher(o));
     // An engine that connects its PUB socket to a router's SUB has no endpoint to register.
     if (events::publisher_binds(o.kv_events->endpoint)) {
       record.kv_endpoint = p.publisher->endpoint();

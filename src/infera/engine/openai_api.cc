@@ -167,6 +167,56 @@ class Parser {
   std::string* param_;
 };
 
+// stream_options: {"include_usage": bool, "continuous_usage_stats": bool}, into `r`.
+Status parse_stream_options(Parser& p, const json::object& so, GenerateRequest& r) {
+  for (const auto& [k, v] : so) {
+    if (k == "include_usage") {
+      if (v.is_null()) continue;
+      INFERA_ASSIGN_OR_RETURN(r.include_usage, p.boolean(v, "stream_options.include_usage"));
+    } else if (k == "continuous_usage_stats") {
+      if (v.is_null()) continue;
+      INFERA_ASSIGN_OR_RETURN(r.continuous_usage_stats,
+                              p.boolean(v, "stream_options.continuous_usage_stats"));
+    } else {
+      return p.fail("stream_options",
+                    "Unrecognized request argument supplied: stream_options." + std::string(k));
+    }
+  }
+  return ok_status();
+}
+
+// kv_transfer_params (vLLM's P/D handshake): a prefill's do_remote_decode, or where a decode's
+// remote prefill holds the blocks, into `r`.
+Status parse_kv_transfer_params(Parser& p, const json::object& kv, GenerateRequest& r) {
+  if (const json::value* d = kv.if_contains("do_remote_decode"); d && d->is_bool()) {
+    r.do_remote_decode = d->get_bool();
+  }
+  const json::value* remote = kv.if_contains("do_remote_prefill");
+  if (remote != nullptr && remote->is_bool() && remote->get_bool()) {
+    // A decode of a remote prefill. Without a complete address the engine computes the
+    // prompt itself, as vLLM does with empty remote_block_ids.
+    const json::value* host = kv.if_contains("remote_host");
+    const json::value* port = kv.if_contains("remote_port");
+    const json::value* id = kv.if_contains("remote_request_id");
+    const json::value* blocks = kv.if_contains("remote_block_ids");
+    if (host && host->is_string() && port && port->is_number() && id && id->is_string() && blocks &&
+        blocks->is_array() && !blocks->get_array().empty()) {
+      boost::system::error_code ec;
+      const auto port_number = port->to_number<int64_t>(ec);
+      if (ec || port_number <= 0 || port_number > 65535) {
+        return p.fail("kv_transfer_params", "'kv_transfer_params.remote_port' must be a port");
+      }
+      GenerateRequest::RemotePrefill rp;
+      rp.host = std::string(host->get_string());
+      rp.port = static_cast<uint32_t>(port_number);
+      rp.request_id = std::string(id->get_string());
+      rp.num_blocks = blocks->get_array().size();
+      r.remote_prefill = std::move(rp);
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<GenerateRequest> parse_generate_request(ApiKind kind, std::string_view body,
@@ -199,19 +249,7 @@ Result<GenerateRequest> parse_generate_request(ApiKind kind, std::string_view bo
       const json::object* so = value.if_object();
       if (so == nullptr) return p.fail(key, "'stream_options' must be an object");
       has_stream_options = true;
-      for (const auto& [k, v] : *so) {
-        if (k == "include_usage") {
-          if (v.is_null()) continue;
-          INFERA_ASSIGN_OR_RETURN(r.include_usage, p.boolean(v, "stream_options.include_usage"));
-        } else if (k == "continuous_usage_stats") {
-          if (v.is_null()) continue;
-          INFERA_ASSIGN_OR_RETURN(r.continuous_usage_stats,
-                                  p.boolean(v, "stream_options.continuous_usage_stats"));
-        } else {
-          return p.fail("stream_options", "Unrecognized request argument supplied: "
-                                          "stream_options." + std::string(k));
-        }
-      }
+      INFERA_RETURN_IF_ERROR(parse_stream_options(p, *so, r));
     } else if (key == "max_tokens" || key == "max_completion_tokens") {
       if (value.is_null()) continue;
       INFERA_ASSIGN_OR_RETURN(int64_t m, p.integer(value, key));
@@ -245,32 +283,7 @@ Result<GenerateRequest> parse_generate_request(ApiKind kind, std::string_view bo
       if (value.is_null()) continue;
       const json::object* kv = value.if_object();
       if (kv == nullptr) return p.fail(key, "'kv_transfer_params' must be an object");
-      if (const json::value* d = kv->if_contains("do_remote_decode"); d && d->is_bool()) {
-        r.do_remote_decode = d->get_bool();
-      }
-      const json::value* remote = kv->if_contains("do_remote_prefill");
-      if (remote != nullptr && remote->is_bool() && remote->get_bool()) {
-        // A decode of a remote prefill. Without a complete address the engine computes the
-        // prompt itself, as vLLM does with empty remote_block_ids.
-        const json::value* host = kv->if_contains("remote_host");
-        const json::value* port = kv->if_contains("remote_port");
-        const json::value* id = kv->if_contains("remote_request_id");
-        const json::value* blocks = kv->if_contains("remote_block_ids");
-        if (host && host->is_string() && port && port->is_number() && id && id->is_string() &&
-            blocks && blocks->is_array() && !blocks->get_array().empty()) {
-          boost::system::error_code ec;
-          const auto port_number = port->to_number<int64_t>(ec);
-          if (ec || port_number <= 0 || port_number > 65535) {
-            return p.fail(key, "'kv_transfer_params.remote_port' must be a port");
-          }
-          GenerateRequest::RemotePrefill rp;
-          rp.host = std::string(host->get_string());
-          rp.port = static_cast<uint32_t>(port_number);
-          rp.request_id = std::string(id->get_string());
-          rp.num_blocks = blocks->get_array().size();
-          r.remote_prefill = std::move(rp);
-        }
-      }
+      INFERA_RETURN_IF_ERROR(parse_kv_transfer_params(p, *kv, r));
     } else if (key == "bootstrap_host") {
       if (value.is_null()) continue;
       INFERA_ASSIGN_OR_RETURN(r.bootstrap_host, p.string(value, key));
