@@ -6,13 +6,13 @@
 // /metrics, as the gateway's probe expects.
 //
 // Usage: canned_engine PORT [IO_THREADS]   (PORT 0: any free port, printed on stdout)
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include "infera/common/log.h"
+#include "infera/common/signals.h"
 #include "infera/http/event_loop.h"
 #include "infera/http/server.h"
 #include "infera/http/sse.h"
@@ -61,11 +61,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "canned_engine: PORT must be 0..65535 and IO_THREADS 1..64\n");
     return 2;
   }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before the loop's threads exist
+  // Before the loop's threads exist, which inherit the mask.
+  const infera::TerminationSignals signals = infera::block_termination_signals();
   infera::set_log_level(infera::LogLevel::kWarn);
 
   infera::http::Routes routes;
@@ -91,8 +88,7 @@ int main(int argc, char** argv) {
   }
   std::printf("%u\n", static_cast<unsigned>((*server)->port()));
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&signals, &sig);
+  signals.wait();
   (*server)->shutdown(std::chrono::milliseconds(1000));
   return 0;
 }

@@ -1,15 +1,13 @@
 #include "infera/engine/commands.h"
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <chrono>
 #include <csignal>
-#include <memory>
 #include <cstdio>
+#include <memory>
 #include <string_view>
 
 #include "infera/common/log.h"
+#include "infera/common/signals.h"
 #include "infera/engine/launcher.h"
 #include "infera/engine/mock_server.h"
 
@@ -39,13 +37,9 @@ int run_mock(std::span<const std::string> args) {
   }
   set_log_level(*parse_log_level(options->log_level));
 
-  // Every thread started from here on inherits the mask, so the signals reach sigwait below and
+  // Every thread started from here on inherits the mask, so the signals reach the wait below and
   // shutdown runs on this thread, outside any handler.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const TerminationSignals signals = block_termination_signals();
   std::signal(SIGPIPE, SIG_IGN);
 
   const auto grace = std::chrono::milliseconds(
@@ -67,11 +61,10 @@ int run_mock(std::span<const std::string> args) {
   std::printf("infera engine mock: listening on %s\n", w.url.c_str());
   std::fflush(stdout);
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = signals.wait();
   INFERA_LOG(kInfo, "engine")
       .msg("shutting down")
-      .kv("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT")
+      .kv("signal", termination_signal_name(sig))
       .kv("grace_ms", static_cast<int64_t>(grace.count()));
   engine.shutdown(grace);
   INFERA_LOG(kInfo, "engine").msg("stopped");

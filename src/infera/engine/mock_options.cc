@@ -154,16 +154,10 @@ Status check_transport(std::string_view flag, const std::string& value, std::str
                           std::string(supported) + ")");
 }
 
-}  // namespace
-
-Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* help_requested,
-                                     std::string* help) {
-  MockOptions o;
-  // Nothing in the process calls setenv or putenv, so no thread can change the environment.
-  // NOLINTNEXTLINE(concurrency-mt-unsafe)
-  if (const char* seed = std::getenv("PYTHONHASHSEED"); seed != nullptr && *seed != '\0') {
-    o.engine.hash_seed = seed;
-  }
+// Everything `infera engine mock` reads from its flags: the options, and the flags that are
+// resolved into them once all are known. The FlagSet points into it.
+struct MockFlags {
+  MockOptions options;
   bool enable_kv_events = false;
   bool no_prefix_caching = false;
   std::string kv_events_config;
@@ -176,7 +170,10 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
   std::string kv_event_transport = "zmq";
   std::vector<std::string> lora_modules;
   bool enable_lora = false;
+};
 
+config::FlagSet mock_flag_set(MockFlags& s) {
+  MockOptions& o = s.options;
   config::FlagSet f(
       "usage: infera engine mock [flags]\n\n"
       "A simulated vLLM engine on the CPU: OpenAI API, paged prefix cache with LRU eviction,\n"
@@ -208,32 +205,32 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
         "divide every modelled step time by this (default 1)", "R");
   f.add("--enable-prefix-caching", &o.engine.enable_prefix_caching,
         "prefix caching (default true)", "BOOL");
-  f.add("--no-enable-prefix-caching", &no_prefix_caching, "turn prefix caching off", "");
-  f.add("--enable-kv-events", &enable_kv_events,
+  f.add("--no-enable-prefix-caching", &s.no_prefix_caching, "turn prefix caching off", "");
+  f.add("--enable-kv-events", &s.enable_kv_events,
         "publish KV events (alone: endpoint tcp://*:5557, replay tcp://*:5558, topic kv-events)",
         "");
-  f.add("--kv-events-config", &kv_events_config,
+  f.add("--kv-events-config", &s.kv_events_config,
         "vLLM's KVEventsConfig JSON: enable_kv_cache_events, publisher, endpoint, "
         "replay_endpoint, buffer_steps, hwm, max_queue_size, topic",
         "JSON");
-  f.add("--kv-events-format", &kv_events_format,
+  f.add("--kv-events-format", &s.kv_events_format,
         "map (current vLLM, default) or array (older vLLM)", "map|array");
   f.add("--hash-seed", &o.engine.hash_seed,
         "seed of the engine's own block hash (default: $PYTHONHASHSEED, else 0)", "SEED");
   f.add("--seed", &o.engine.output_seed, "seed of the deterministic output (default 0)", "N");
-  f.add("--role", &role, "prefill, decode or both (default both)", "ROLE");
-  f.add("--pd-protocol", &pd_protocol,
+  f.add("--role", &s.role, "prefill, decode or both (default both)", "ROLE");
+  f.add("--pd-protocol", &s.pd_protocol,
         "disaggregation protocol as a prefill or decode worker: vllm (kv_transfer_params, "
         "two calls; default) or sglang (bootstrap_host/port/room, one body to both)",
         "vllm|sglang");
-  f.add("--disaggregation-mode", &disaggregation_mode,
+  f.add("--disaggregation-mode", &s.disaggregation_mode,
         "SGLang's flag: prefill, decode or null (both); the role with --pd-protocol sglang",
         "MODE");
   f.add("--disaggregation-bootstrap-port", &o.bootstrap_port,
         "SGLang-style prefill: port of the bootstrap server decode engines pull from "
         "(default 8998; 0 picks a free port)",
         "PORT");
-  f.add("--kv-transfer-config", &kv_transfer_config,
+  f.add("--kv-transfer-config", &s.kv_transfer_config,
         "vLLM's KV connector JSON, checked and otherwise ignored: this engine answers "
         "kv_transfer_params requests as vLLM's NixlConnector with kv_role kv_both does",
         "JSON");
@@ -256,26 +253,25 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
   f.add("--etcd-lease-ttl-s", &o.etcd_lease_ttl_s,
         "lease of the etcd record: it disappears this long after the process dies (default 10)",
         "SECONDS");
-  f.add("--request-transport", &request_transport, "http (default)", "TRANSPORT");
-  f.add("--kv-event-transport", &kv_event_transport, "zmq (default)", "TRANSPORT");
-  f.add("--enable-lora", &enable_lora, "serve LoRA adapters (what --lora-modules needs, as in vLLM)",
-        "");
-  f.add("--lora-modules", &lora_modules,
+  f.add("--request-transport", &s.request_transport, "http (default)", "TRANSPORT");
+  f.add("--kv-event-transport", &s.kv_event_transport, "zmq (default)", "TRANSPORT");
+  f.add("--enable-lora", &s.enable_lora,
+        "serve LoRA adapters (what --lora-modules needs, as in vLLM)", "");
+  f.add("--lora-modules", &s.lora_modules,
         "a LoRA adapter served under its own model name, repeatable: NAME=PATH (its blocks are "
         "cached apart from the base model's, and its KV events name it)",
         "NAME=PATH");
   f.add("--log-level", &o.log_level, "debug, info (default), warn, error or off", "LEVEL");
-  INFERA_RETURN_IF_ERROR(f.parse(args));
-  *help_requested = f.help_requested();
-  if (f.help_requested()) {
-    *help = f.help();
-    return o;
-  }
-  if (no_prefix_caching) o.engine.enable_prefix_caching = false;
-  if (!lora_modules.empty() && !enable_lora) {
+  return f;
+}
+
+// --lora-modules NAME=PATH entries into the options' adapters, each under a name of its own.
+Status resolve_lora_modules(MockFlags& s) {
+  MockOptions& o = s.options;
+  if (!s.lora_modules.empty() && !s.enable_lora) {
     return invalid_argument("--lora-modules needs --enable-lora");
   }
-  for (const std::string& spec : lora_modules) {
+  for (const std::string& spec : s.lora_modules) {
     const size_t eq = spec.find('=');
     LoraModule m;
     if (eq != std::string::npos) {
@@ -290,58 +286,95 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
     }
     o.lora_modules.push_back(std::move(m));
   }
+  return ok_status();
+}
 
-  INFERA_RETURN_IF_ERROR(parse_log_level(o.log_level).status());
-  if (!disaggregation_mode.empty()) {
+// The role and disaggregation protocol (--role and --pd-protocol, or SGLang's
+// --disaggregation-mode), the KV connector given, and the transports.
+Status resolve_disaggregation(MockFlags& s, const config::FlagSet& f) {
+  MockOptions& o = s.options;
+  if (!s.disaggregation_mode.empty()) {
     if (f.was_set("--role") || f.was_set("--pd-protocol")) {
       return invalid_argument(
           "--disaggregation-mode is SGLang's --role with --pd-protocol sglang; give one form");
     }
-    role = disaggregation_mode == "null" ? "both" : disaggregation_mode;
-    pd_protocol = "sglang";
+    s.role = s.disaggregation_mode == "null" ? "both" : s.disaggregation_mode;
+    s.pd_protocol = "sglang";
   }
-  INFERA_ASSIGN_OR_RETURN(o.role, discovery::parse_role(role));
-  INFERA_ASSIGN_OR_RETURN(o.pd_protocol, discovery::parse_pd_protocol(pd_protocol));
-  if (!kv_transfer_config.empty()) {
-    INFERA_RETURN_IF_ERROR(parse_kv_transfer_connector(kv_transfer_config).status());
+  INFERA_ASSIGN_OR_RETURN(o.role, discovery::parse_role(s.role));
+  INFERA_ASSIGN_OR_RETURN(o.pd_protocol, discovery::parse_pd_protocol(s.pd_protocol));
+  if (!s.kv_transfer_config.empty()) {
+    INFERA_RETURN_IF_ERROR(parse_kv_transfer_connector(s.kv_transfer_config).status());
   }
-  INFERA_RETURN_IF_ERROR(check_transport("--request-transport", request_transport, "http"));
-  INFERA_RETURN_IF_ERROR(check_transport("--kv-event-transport", kv_event_transport, "zmq"));
+  INFERA_RETURN_IF_ERROR(check_transport("--request-transport", s.request_transport, "http"));
+  return check_transport("--kv-event-transport", s.kv_event_transport, "zmq");
+}
 
-  if (kv_events_format == "map") {
-    o.kv_events_format = events::WireFormat::kVllmMap;
-  } else if (kv_events_format == "array") {
-    o.kv_events_format = events::WireFormat::kVllmArray;
-  } else {
-    auto format = events::parse_wire_format(kv_events_format);
-    if (!format.ok()) {
-      return invalid_argument("--kv-events-format must be map or array (or a wire format name "
-                              "such as vllm-array-v010), got '" +
-                              kv_events_format + "'");
-    }
-    o.kv_events_format = *format;
+// --kv-events-format: map, array, or any wire format's own name.
+Result<events::WireFormat> parse_kv_events_format(const std::string& name) {
+  if (name == "map") return events::WireFormat::kVllmMap;
+  if (name == "array") return events::WireFormat::kVllmArray;
+  auto format = events::parse_wire_format(name);
+  if (!format.ok()) {
+    return invalid_argument(
+        "--kv-events-format must be map or array (or a wire format name such as "
+        "vllm-array-v010), got '" +
+        name + "'");
   }
+  return *format;
+}
 
-  if (!kv_events_config.empty()) {
-    INFERA_ASSIGN_OR_RETURN(KvEventsConfig c, parse_kv_events_config(kv_events_config));
+// KV events: --kv-events-config, --enable-kv-events, or both; they need prefix caching.
+Status resolve_kv_events(MockFlags& s) {
+  MockOptions& o = s.options;
+  if (!s.kv_events_config.empty()) {
+    INFERA_ASSIGN_OR_RETURN(KvEventsConfig c, parse_kv_events_config(s.kv_events_config));
     // --enable-kv-events turns on a config that leaves the switch out (vLLM's
     // --enable-kv-events sets enable_kv_cache_events on the config given).
-    if (enable_kv_events) {
+    if (s.enable_kv_events) {
       c.enable_kv_cache_events = true;
-      if (c.publisher == "null" && kv_events_config.find("\"publisher\"") == std::string::npos) c.publisher = "zmq";
+      if (c.publisher == "null" && s.kv_events_config.find("\"publisher\"") == std::string::npos) {
+        c.publisher = "zmq";
+      }
     }
     if (c.enable_kv_cache_events && c.publisher == "zmq") o.kv_events = std::move(c);
-  } else if (enable_kv_events) {
+  } else if (s.enable_kv_events) {
     o.kv_events = default_enabled_kv_events_config();
   }
   if (o.kv_events && !o.engine.enable_prefix_caching) {
     return invalid_argument("KV events need prefix caching (drop --no-enable-prefix-caching)");
   }
   o.engine.enable_kv_events = o.kv_events.has_value();
+  return ok_status();
+}
 
+}  // namespace
+
+Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* help_requested,
+                                     std::string* help) {
+  MockFlags s;
+  MockOptions& o = s.options;
+  // Nothing in the process calls setenv or putenv, so no thread can change the environment.
+  // NOLINTNEXTLINE(concurrency-mt-unsafe)
+  if (const char* seed = std::getenv("PYTHONHASHSEED"); seed != nullptr && *seed != '\0') {
+    o.engine.hash_seed = seed;
+  }
+  config::FlagSet f = mock_flag_set(s);
+  INFERA_RETURN_IF_ERROR(f.parse(args));
+  *help_requested = f.help_requested();
+  if (f.help_requested()) {
+    *help = f.help();
+    return std::move(o);
+  }
+  if (s.no_prefix_caching) o.engine.enable_prefix_caching = false;
+  INFERA_RETURN_IF_ERROR(resolve_lora_modules(s));
+  INFERA_RETURN_IF_ERROR(parse_log_level(o.log_level).status());
+  INFERA_RETURN_IF_ERROR(resolve_disaggregation(s, f));
+  INFERA_ASSIGN_OR_RETURN(o.kv_events_format, parse_kv_events_format(s.kv_events_format));
+  INFERA_RETURN_IF_ERROR(resolve_kv_events(s));
   if (o.advertise_host.empty()) o.advertise_host = default_advertise_host(o.host);
   INFERA_RETURN_IF_ERROR(validate(o));
-  return o;
+  return std::move(o);
 }
 
 }  // namespace infera::engine

@@ -10,6 +10,7 @@
 
 #include "infera/common/heap.h"
 #include "infera/common/log.h"
+#include "infera/common/signals.h"
 #include "infera/discovery/etcd.h"
 #include "infera/gateway/context.h"
 #include "infera/http/net.h"
@@ -332,12 +333,8 @@ int run_server_command(std::span<const std::string> args) {
     return 2;
   }
   set_log_level(*level);
-  // Signals are taken by this thread only (sigwait), before any other thread exists.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Signals are taken by this thread only (the wait below), blocked before any other thread exists.
+  const TerminationSignals signals = block_termination_signals();
   signal(SIGPIPE, SIG_IGN);
 
   auto gateway = Gateway::create(*config);
@@ -352,8 +349,7 @@ int run_server_command(std::span<const std::string> args) {
                 static_cast<unsigned>((*gateway)->admin_port()));
   }
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = signals.wait();
   INFERA_LOG(kInfo, "gateway").msg("shutting down").kv("signal", sig);
   (*gateway)->shutdown(std::chrono::milliseconds(static_cast<int64_t>(config->shutdown_grace_s * 1000)));
   return 0;
