@@ -163,6 +163,14 @@ net::awaitable<http::Response> serve_relayed(Ctx& c, Stage stage,
   co_return answer_of(c, std::move(t));
 }
 
+// Attempt `n`'s prefill pick of a split request: attempt 0's was made before the protocol was
+// known (exchange()), later ones among the workers that speak `protocol`.
+net::awaitable<Picked> prefill_pick(Ctx& c, uint32_t n, Picked& first,
+                                    const std::vector<kv::WorkerId>& tried, PdProtocol protocol) {
+  if (n == 0) co_return std::move(first);
+  co_return co_await c.owner.pick(Stage::kPrefill, n, tried, protocol);
+}
+
 // vLLM style: a prefill call among the prefill workers, whose answer carries the prompt's
 // kv_transfer_params; then the decode stage, relayed, with them in its body. The prefill
 // worker's load stays held until the request ends. `first`: attempt 0's prefill pick.
@@ -172,12 +180,7 @@ net::awaitable<http::Response> serve_vllm(Ctx& c, Picked first) {
   std::unique_ptr<Hold> prefilled;  // the prefill worker that computed the prompt
   std::vector<kv::WorkerId> tried;
   Attempt attempt = [&](uint32_t n) -> net::awaitable<Try> {
-    Picked p;
-    if (n == 0) {
-      p = std::move(first);
-    } else {
-      p = co_await c.owner.pick(Stage::kPrefill, n, tried, PdProtocol::kVllm);
-    }
+    Picked p = co_await prefill_pick(c, n, first, tried, PdProtocol::kVllm);
     if (!p.worker) co_return no_worker(p);
     const Worker w = *p.worker;
     http::Request up = upstream_request(c.request, c.spec.request_id, prefill_request);
@@ -399,12 +402,7 @@ net::awaitable<http::Response> serve_sglang(Ctx& c, Picked first) {
   std::vector<kv::WorkerId> tried_prefill;
   std::vector<kv::WorkerId> tried_decode;
   Attempt attempt = [&](uint32_t n) -> net::awaitable<Try> {
-    Picked p;
-    if (n == 0) {
-      p = std::move(first);
-    } else {
-      p = co_await c.owner.pick(Stage::kPrefill, n, tried_prefill, PdProtocol::kSglang);
-    }
+    Picked p = co_await prefill_pick(c, n, first, tried_prefill, PdProtocol::kSglang);
     if (!p.worker) co_return no_worker(p);
     Picked d = co_await c.owner.pick(Stage::kDecode, n, tried_decode, PdProtocol::kSglang);
     if (!d.worker) co_return no_worker(d);
