@@ -10,7 +10,7 @@ import json
 import statistics
 import sys
 
-PATHS = ("direct", "nginx", "infera")
+PATHS = ("direct", "nginx", "infera", "baseline")  # baseline: --baseline BIN, when given
 
 
 def median(xs):
@@ -110,12 +110,18 @@ def main():
         ratios["infera_over_nginx_rps_paired_median"] = median(ratios["infera_over_nginx_rps_rounds"])
         ratios["infera_over_direct_rps"] = ratio("infera", "direct")
         ratios["nginx_over_direct_rps"] = ratio("nginx", "direct")
+        if res.get(str(top), {}).get("baseline"):
+            ratios["infera_over_baseline_rps"] = ratio("infera", "baseline")
+            ratios["infera_over_baseline_rps_rounds"] = paired("infera", "baseline")
+            ratios["baseline_over_nginx_rps"] = ratio("baseline", "nginx")
         added = {}
         if 1 in conns:
             direct = {r["round"]: r["p50_us"] for r in select(v, 1, "direct")}
-            for p in ("nginx", "infera"):
+            for p in ("nginx", "infera", "baseline"):
                 diffs = [r["p50_us"] - direct[r["round"]] for r in select(v, 1, p)
                          if r["round"] in direct]
+                if not diffs:
+                    continue
                 added[p] = median(diffs)
                 added[p + "_rounds"] = diffs
         ratios["added_p50_us_1conn"] = added
@@ -127,6 +133,12 @@ def main():
             f" {fmt(ratios['infera_over_direct_rps'], 2):>13}"
             f" {fmt(ratios['nginx_over_direct_rps'], 2):>12}"
             f"   {'':>26}{fmt(added.get('nginx')):>6} {fmt(added.get('infera')):>7}")
+        if "infera_over_baseline_rps" in ratios:
+            rb = " ".join(f"{x:.2f}" for x in ratios["infera_over_baseline_rps_rounds"])
+            lines.append(
+                f"{'':<12} infera/baseline req/s {fmt(ratios['infera_over_baseline_rps'], 2)}"
+                f" (rounds {rb}); baseline/nginx {fmt(ratios['baseline_over_nginx_rps'], 2)};"
+                f" baseline added p50 at 1 conn {fmt(added.get('baseline'))} us")
     tokens = []
     for v in variants:
         t = [a["prompt_tokens"] for a in (out["results"][v].get(str(c), {}).get("infera")

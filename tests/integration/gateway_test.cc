@@ -83,6 +83,9 @@ class FakeEngine {
   FakeEngine(http::EventLoop& loop, uint32_t block_size = 16) {
     http::Routes routes;
     auto completion = [this](http::Request& r, http::ResponseWriter& w) -> net::awaitable<http::Response> {
+      // The mode is read before the request is counted: a test that waits for the count and
+      // then changes the mode must not change what this request does.
+      const Mode m = mode.load();
       requests.fetch_add(1);
       last_body = r.body;
       last_request_id = std::string(r.header("X-Request-Id"));
@@ -91,9 +94,9 @@ class FakeEngine {
         bodies.push_back(r.body);
         request_ids.push_back(last_request_id);
       }
-      if (mode == Mode::kSglangPrefill || mode == Mode::kSglangDecode) {
+      if (m == Mode::kSglangPrefill || m == Mode::kSglangDecode) {
         const std::string room = room_of(r.body);
-        const bool prefill = mode == Mode::kSglangPrefill;
+        const bool prefill = m == Mode::kSglangPrefill;
         if (prefill) board->set(room, 1);
         const RoomWait waited = co_await wait_for_room(board, room, prefill ? 2 : 1);
         if (waited != RoomWait::kJoined) {
@@ -105,14 +108,14 @@ class FakeEngine {
         }
         board->set(room, 2);
       }
-      if (mode == Mode::kPrefill || mode == Mode::kPrefillNoParams) {
+      if (m == Mode::kPrefill || m == Mode::kPrefillNoParams) {
         std::string answer =
             R"({"id":"cmpl-p","object":"text_completion","choices":[{"index":0,"text":"x","finish_reason":"length"}])";
-        if (mode == Mode::kPrefill) answer += R"(,"kv_transfer_params":)" + transfer_params();
+        if (m == Mode::kPrefill) answer += R"(,"kv_transfer_params":)" + transfer_params();
         co_return http::Response::json(200, answer + "}");
       }
-      if (mode == Mode::kFail500) co_return http::Response::json(500, R"({"error":"boom"})");
-      if (mode == Mode::kHang) {
+      if (m == Mode::kFail500) co_return http::Response::json(500, R"({"error":"boom"})");
+      if (m == Mode::kHang) {
         net::steady_timer t(co_await net::this_coro::executor);
         t.expires_after(std::chrono::seconds(30));
         auto [ec] = co_await t.async_wait(use_nothrow);
@@ -125,7 +128,7 @@ class FakeEngine {
           cancelled.fetch_add(1);
           co_return http::Response{};
         }
-        if (mode == Mode::kDieMidStream) {
+        if (m == Mode::kDieMidStream) {
           died.set_value();
           net::steady_timer t(co_await net::this_coro::executor);
           t.expires_after(std::chrono::seconds(30));

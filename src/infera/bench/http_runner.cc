@@ -172,7 +172,7 @@ class Runner {
       }
       for (uint32_t c = 0; c < o_.concurrency; ++c) {
         const double start_s = o_.ramp_s * c / o_.concurrency;
-        net::co_spawn(loop_.context(), closed_loop_worker(start_s), net::detached);
+        net::co_spawn(loop_.next_context(), closed_loop_worker(start_s), net::detached);
       }
     }
     const bool tty = o_.progress && ::isatty(STDERR_FILENO);
@@ -212,7 +212,7 @@ class Runner {
     for (size_t i = 0; i < w_.requests.size(); ++i) {
       if (!dependencies_.independent(i)) continue;
       co_await pause_until(w_.requests[i].arrival_s);
-      net::co_spawn(loop_.context(), send(i), net::detached);
+      net::co_spawn(loop_.next_context(), send(i), net::detached);
     }
   }
 
@@ -249,7 +249,7 @@ class Runner {
     for (size_t d : ready) {
       const double ready_at = since(t0_) + w_.requests[d].think_s;
       if (o_.concurrency == 0) {
-        net::co_spawn(loop_.context(), [this, d, ready_at]() -> net::awaitable<void> {
+        net::co_spawn(loop_.next_context(), [this, d, ready_at]() -> net::awaitable<void> {
           co_await pause_until(ready_at);
           co_await send(d);
         }, net::detached);

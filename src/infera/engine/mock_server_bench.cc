@@ -223,7 +223,7 @@ void BM_MockEngineStreams(benchmark::State& state) {
       std::vector<std::future<void>> done;
       done.reserve(streams);
       for (uint32_t i = 0; i < streams; ++i) {
-        done.push_back(net::co_spawn(loop.context(), stream_loop(&load, i), net::use_future));
+        done.push_back(net::co_spawn(loop.next_context(), stream_loop(&load, i), net::use_future));
       }
       // Mid-window, the engine's own view: how far its model clock trails real time.
       std::this_thread::sleep_until(load.measure_from + (load.measure_to - load.measure_from) / 2);

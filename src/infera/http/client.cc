@@ -24,8 +24,28 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 
 constexpr size_t kStreamBufferBytes = size_t{8} * 1024;  // one read() of a streamed body, at most
 
+// A pooled connection is reused only on the thread (io_context) that opened it: an exchange's
+// reads and writes then complete where its coroutine runs, with no hand-off between threads
+// (http/event_loop.h).
+struct PoolKey {
+  const void* context = nullptr;  // the io_context of the opening coroutine
+  std::string endpoint;           // Endpoint::key()
+  bool operator==(const PoolKey&) const = default;
+};
+
+struct PoolKeyHash {
+  size_t operator()(const PoolKey& k) const {
+    return std::hash<std::string>{}(k.endpoint) ^ (std::hash<const void*>{}(k.context) * 31);
+  }
+};
+
+// The key of the calling coroutine's pool for `to`.
+PoolKey pool_key(const net::any_io_executor& executor, const Endpoint& to) {
+  return PoolKey{&net::query(executor, net::execution::context), to.key()};
+}
+
 struct Conn {
-  explicit Conn(const net::any_io_executor& executor, std::string pool_key)
+  explicit Conn(const net::any_io_executor& executor, PoolKey pool_key)
       : stream(executor), key(std::move(pool_key)) {}
 
   void close() {
@@ -45,13 +65,14 @@ struct Conn {
 
   beast::tcp_stream stream;
   beast::flat_buffer buffer;
-  const std::string key;
+  const PoolKey key;
   SteadyTime idle_since{};
 };
 
 }  // namespace client_internal
 
 using client_internal::Conn;
+using client_internal::PoolKey;
 using client_internal::SteadyTime;
 
 namespace {
@@ -67,7 +88,7 @@ struct Client::Pool {
   explicit Pool(ClientOptions client_options) : options(client_options) {}
 
   // The most recently used reusable connection to `key`, or null.
-  std::unique_ptr<Conn> take(const std::string& key) {
+  std::unique_ptr<Conn> take(const PoolKey& key) {
     std::vector<std::unique_ptr<Conn>> dead;
     std::unique_ptr<Conn> found;
     {
@@ -109,7 +130,7 @@ struct Client::Pool {
   }
 
   void clear() {
-    std::unordered_map<std::string, std::vector<std::unique_ptr<Conn>>> all;
+    std::unordered_map<PoolKey, std::vector<std::unique_ptr<Conn>>, client_internal::PoolKeyHash> all;
     {
       std::lock_guard lock(mu);
       all.swap(idle);
@@ -122,7 +143,8 @@ struct Client::Pool {
 
   const ClientOptions options;
   std::mutex mu;
-  std::unordered_map<std::string, std::vector<std::unique_ptr<Conn>>> idle;  // guarded by mu
+  // guarded by mu
+  std::unordered_map<PoolKey, std::vector<std::unique_ptr<Conn>>, client_internal::PoolKeyHash> idle;
   std::atomic<uint64_t> connects{0};
   std::atomic<uint64_t> reuses{0};
   std::atomic<uint64_t> stale_retries{0};
@@ -186,7 +208,7 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> connect(Client::Pool& pool,
     }
     for (const auto& r : results) endpoints.push_back(r.endpoint());
   }
-  auto conn = std::make_unique<Conn>(executor, to.key());
+  auto conn = std::make_unique<Conn>(executor, client_internal::pool_key(executor, to));
   arm(conn->stream, pool.options.connect_timeout, deadline);
   auto [cec, connected] = co_await conn->stream.async_connect(endpoints, use_nothrow);
   if (cec) co_return ClientError{exchange_status(cec, "connect", to), true};
@@ -220,9 +242,10 @@ template <typename Parser, typename MakeParser>
 net::awaitable<ClientResult<std::unique_ptr<Conn>>> send_and_read_header(
     Client::Pool& pool, const Endpoint& to, bhttp::request<bhttp::string_body>& req,
     std::unique_ptr<Parser>& parser, MakeParser make_parser, SteadyTime deadline) {
-  const std::string key = to.key();
+  const PoolKey pooled = client_internal::pool_key(co_await net::this_coro::executor, to);
+  const std::string& key = pooled.endpoint;
   for (int attempt = 0;; ++attempt) {
-    std::unique_ptr<Conn> conn = attempt == 0 ? pool.take(key) : nullptr;
+    std::unique_ptr<Conn> conn = attempt == 0 ? pool.take(pooled) : nullptr;
     const bool reused = conn != nullptr;
     if (reused) {
       pool.reuses.fetch_add(1, std::memory_order_relaxed);

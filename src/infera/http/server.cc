@@ -262,7 +262,7 @@ void log_escaped(const std::exception_ptr& e, std::string_view where) {
 net::awaitable<void> Server::Impl::accept_loop() {
   for (;;) {
     auto [ec, socket] =
-        co_await acceptor.async_accept(net::make_strand(loop.context()), use_nothrow);
+        co_await acceptor.async_accept(net::make_strand(loop.next_context()), use_nothrow);
     if (ec) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
       INFERA_LOG(kWarn, "http").msg("accept failed").kv("error", ec.message());
@@ -276,7 +276,7 @@ net::awaitable<void> Server::Impl::accept_loop() {
     // the burst). Under load each async accept waits a whole turn of the event loop's ready
     // handlers, so one connection per turn lets the backlog, and clients' connect times, grow.
     for (int i = 0; i < server_internal::kAcceptBurst; ++i) {
-      tcp::socket more(net::make_strand(loop.context()));
+      tcp::socket more(net::make_strand(loop.next_context()));
       beast::error_code more_ec;
       acceptor.accept(more, more_ec);
       if (more_ec) break;
