@@ -4,6 +4,21 @@ option(INFERA_WERROR "Treat warnings as errors" OFF)
 set(INFERA_SANITIZE "" CACHE STRING "Sanitizers: '', 'address,undefined' or 'thread'")
 option(INFERA_FUZZ "Build libFuzzer targets (needs clang)" OFF)
 option(INFERA_BENCH "Build Google Benchmark binaries" ON)
+# The infera binary's allocator (docs/decisions/0002-jemalloc.md). Sanitizers bring their own, so
+# sanitizer and fuzz builds stay on libc's.
+if(INFERA_SANITIZE OR INFERA_FUZZ)
+  set(infera_jemalloc_default OFF)
+else()
+  set(infera_jemalloc_default ON)
+endif()
+option(INFERA_JEMALLOC "Link the infera binary with jemalloc (Debian libjemalloc-dev)" ${infera_jemalloc_default})
+if(INFERA_JEMALLOC)
+  find_library(INFERA_JEMALLOC_LIBRARY NAMES jemalloc)
+  if(NOT INFERA_JEMALLOC_LIBRARY)
+    message(FATAL_ERROR "INFERA_JEMALLOC is on but libjemalloc was not found: run scripts/install-deps "
+                        "(Debian libjemalloc-dev), or configure with -DINFERA_JEMALLOC=OFF")
+  endif()
+endif()
 
 add_library(infera_options INTERFACE)
 add_library(infera_warnings INTERFACE)

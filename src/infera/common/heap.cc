@@ -12,7 +12,21 @@
 #include <malloc.h>
 #endif
 
+// jemalloc's control interface, when the binary links it (the infera binary does outside
+// sanitizer builds: docs/decisions/0002-jemalloc.md). Weak: null when it is not linked.
+extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen)
+    __attribute__((weak));
+
 namespace infera {
+
+namespace {
+// MALLCTL_ARENAS_ALL in jemalloc 5: "arena.<i>.purge" for every arena at once.
+constexpr const char* kPurgeAllArenas = "arena.4096.purge";
+}  // namespace
+
+const char* heap_allocator() {
+  return mallctl != nullptr ? "jemalloc" : "libc";
+}
 
 std::optional<uint64_t> resident_bytes(int64_t pid) {
   // "size resident shared text lib data dt", in pages.
@@ -40,6 +54,7 @@ std::optional<uint64_t> resident_bytes(int64_t pid) {
 }
 
 bool release_free_heap() {
+  if (mallctl != nullptr) return mallctl(kPurgeAllArenas, nullptr, nullptr, nullptr, 0) == 0;
 #if defined(__GLIBC__)
   return ::malloc_trim(0) != 0;
 #else

@@ -21,9 +21,13 @@ namespace infera {
 // where it is unknown (no such process, no /proc).
 std::optional<uint64_t> resident_bytes(int64_t pid = 0);
 
-// Returns the heap's free pages to the kernel (glibc's malloc_trim). False when nothing was
-// returned or the C library cannot do it.
+// Returns the heap's free pages to the kernel (jemalloc: every arena purged; glibc:
+// malloc_trim). False when nothing was returned or the allocator cannot do it.
 bool release_free_heap();
+
+// The allocator this process runs on: "jemalloc" (the infera binary outside sanitizer builds)
+// or "libc".
+const char* heap_allocator();
 
 class HeapTrimmer {
  public:

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 
+#include "infera/common/spin_mutex.h"
 #include "infera/http/net.h"
 
 namespace infera::gateway {
@@ -62,7 +63,7 @@ class SlotQueue {
 
   void leave(List::iterator it);  // passes on a wake-up it was given and did not use
 
-  mutable std::mutex mu_;
+  mutable SpinMutex mu_;
   List waiters_;
 
  public:

@@ -12,6 +12,7 @@
 
 #include "infera/common/check.h"
 #include "infera/common/log.h"
+#include "infera/common/spin_mutex.h"
 #include "infera/http/net.h"
 #include "infera/http/wire.h"
 
@@ -142,7 +143,7 @@ struct Client::Pool {
   }
 
   const ClientOptions options;
-  std::mutex mu;
+  SpinMutex mu;
   // guarded by mu
   std::unordered_map<PoolKey, std::vector<std::unique_ptr<Conn>>, client_internal::PoolKeyHash> idle;
   std::atomic<uint64_t> connects{0};

@@ -39,7 +39,9 @@ struct Connection {
     stream.close();
   }
 
-  beast::tcp_stream stream;   // executor: this connection's strand
+  // Executor: the loop thread this connection was given at accept (its own io_context, run by
+  // that one thread, so everything on it is serialised as a strand would: "strand only" below).
+  beast::tcp_stream stream;
   beast::flat_buffer buffer;  // bytes read and not yet parsed (may hold a pipelined request)
   const uint64_t id;
   bool busy = false;         // strand only: a request is being read or served
@@ -208,7 +210,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         options(std::move(server_options)),
         limits{options.max_header_bytes, options.max_body_bytes},
         routes(std::move(route_table)),
-        acceptor(net::make_strand(loop.context())) {}
+        acceptor(loop.context().get_executor()) {}
 
   net::awaitable<void> accept_loop();
   void start_session(tcp::socket socket);
@@ -227,7 +229,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   const ServerOptions options;
   const RequestLimits limits;
   const Routes routes;
-  tcp::acceptor acceptor;  // on its own strand
+  tcp::acceptor acceptor;  // on the loop's first thread
   std::atomic<bool> draining{false};
 
   std::mutex mu;
@@ -262,7 +264,7 @@ void log_escaped(const std::exception_ptr& e, std::string_view where) {
 net::awaitable<void> Server::Impl::accept_loop() {
   for (;;) {
     auto [ec, socket] =
-        co_await acceptor.async_accept(net::make_strand(loop.next_context()), use_nothrow);
+        co_await acceptor.async_accept(loop.next_context().get_executor(), use_nothrow);
     if (ec) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
       INFERA_LOG(kWarn, "http").msg("accept failed").kv("error", ec.message());
@@ -276,7 +278,7 @@ net::awaitable<void> Server::Impl::accept_loop() {
     // the burst). Under load each async accept waits a whole turn of the event loop's ready
     // handlers, so one connection per turn lets the backlog, and clients' connect times, grow.
     for (int i = 0; i < server_internal::kAcceptBurst; ++i) {
-      tcp::socket more(net::make_strand(loop.next_context()));
+      tcp::socket more(loop.next_context().get_executor());
       beast::error_code more_ec;
       acceptor.accept(more, more_ec);
       if (more_ec) break;

@@ -6,6 +6,7 @@
 
 #include "infera/common/check.h"
 #include "infera/common/flat_map.h"
+#include "infera/common/spin_mutex.h"
 
 namespace infera::kv {
 
@@ -17,7 +18,7 @@ struct KvRequest {
 };
 
 struct ActiveLoad::Worker {
-  mutable std::mutex mu;
+  mutable SpinMutex mu;
   // block hash -> in-flight requests holding it. Half full at most: routing inserts and
   // releases a whole prompt's blocks per request, and these tables are small.
   FlatU64Map<uint32_t> refs{50};

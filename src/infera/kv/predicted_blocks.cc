@@ -5,11 +5,12 @@
 
 #include "infera/common/check.h"
 #include "infera/common/flat_map.h"
+#include "infera/common/spin_mutex.h"
 
 namespace infera::kv {
 
 struct PredictedBlocks::Worker {
-  mutable std::mutex mu;
+  mutable SpinMutex mu;
   FlatU64Map<int64_t> expiry{50};                 // router hash -> expiry (ns on the clock)
   std::deque<std::pair<int64_t, uint64_t>> fifo;  // (expiry, hash), oldest first; may be stale
   std::atomic<uint32_t> count{0};

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "infera/common/random.h"
+#include "infera/common/spin_mutex.h"
 #include "infera/common/status.h"
 #include "infera/kv/active_load.h"
 #include "infera/kv/engine_signals.h"
@@ -102,11 +103,11 @@ class Router {
   kv::ActiveLoad& load_;
   kv::PredictedBlocks* predicted_;    // null or off: no predicted hits
   const kv::EngineSignals* signals_;  // null or off: the router's own counts only
-  std::mutex policy_mu_;  // guards policy_ and rng_ (a few hundred ns per decision)
+  SpinMutex policy_mu_;  // guards policy_ and rng_ (a few hundred ns per decision)
   // Makes each route() one step: its decision and the load and predicted blocks it registers.
   // Otherwise two siblings of a burst routed at once on two threads would both decide before
   // either registered, and land apart. Held for one decision (microseconds, no I/O).
-  std::mutex route_mu_;
+  SpinMutex route_mu_;
   std::unique_ptr<Policy> policy_;
   Rng rng_;
 };

@@ -88,7 +88,80 @@ TEST_P(RealModelTest, CachesNeverChangeTheResult) {
   }
 }
 
+// Long texts of every kind in the corpus (scripts, digits, code, emoji, odd whitespace), joined
+// with separators that make and avoid word cuts.
+std::vector<std::string> long_texts() {
+  const auto texts = corpus_texts();
+  const char* const separators[] = {" ", "\n", "", "  ", ". ", " a", "\t"};
+  std::vector<std::string> out;
+  for (size_t i = 0; i < 24; ++i) {
+    std::string t;
+    for (size_t k = 0; k < 40; ++k) {
+      t += texts[(i * 7 + k * 3) % texts.size()];
+      t += separators[(i + k) % std::size(separators)];
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Long segments are encoded and cached in chunks cut between words where the pipeline allows it
+// (tokenizer.cc, encode_segment): the ids are always those of the whole segment.
+TEST_P(RealModelTest, ChunkedSegmentsEncodeAsWholeOnes) {
+  Tokenizer::Options whole;
+  whole.segment_cache_bytes = 0;
+  whole.word_cache_entries = 0;
+  whole.chunk_bytes = 0;
+  Tokenizer::Options chunked;
+  chunked.chunk_bytes = 48;  // many cuts
+  chunked.min_cached_segment_bytes = 1;
+  const auto reference = load(GetParam(), whole);
+  const auto tok = load(GetParam(), chunked);
+  const auto texts = long_texts();
+  for (int pass = 0; pass < 2; ++pass) {  // the second from the cache
+    for (const std::string& t : texts) {
+      ASSERT_EQ(tok->encode(t, false), reference->encode(t, false)) << t.substr(0, 200);
+      ASSERT_EQ(tok->encode(t, true), reference->encode(t, true)) << t.substr(0, 200);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, RealModelTest, ::testing::Values("qwen3", "llama3", "gemma3"));
+
+// Two completions prompts that share a long prefix (a document, then different questions): the
+// second is tokenized from the first's chunks, except for its tail. Qwen3 and Llama 3 split at
+// word cuts; Gemma 3's pipeline (spaces replaced by its normalizer) does not promise it, so its
+// segments stay whole (its many whitespace added tokens still make short shared segments).
+TEST(ChunkedCacheTest, APromptThatSharesALongPrefixReusesItsChunks) {
+  // One segment of plain prose (no added token in it), as a RAG document would be.
+  const char* const words[] = {"the", "cache", "of", "Worker", "routes", "a", "prompt", "to",
+                               "its", "blocks,", "and", "then", "42", "tokens."};
+  std::string prefix = "Document:";
+  for (uint32_t k = 0, x = 7; prefix.size() < 6000; ++k, x = x * 1103515245u + 12345u) {
+    prefix += ' ';
+    prefix += words[(x >> 16) % std::size(words)];
+  }
+  const std::string first = prefix + "what is the first question about this text";
+  const std::string second = prefix + "and here is a different question entirely";
+  // Hits of the second prompt on what the first left in the cache.
+  auto reused = [&](const std::string& model, const Tokenizer::Options& options) {
+    const auto tok = load(model, options);
+    const auto reference = load(model, Tokenizer::Options{.segment_cache_bytes = 0});
+    EXPECT_EQ(tok->encode(first, false), reference->encode(first, false)) << model;
+    const uint64_t hits = tok->cache_stats().segment_hits;
+    EXPECT_EQ(tok->encode(second, false), reference->encode(second, false)) << model;
+    return tok->cache_stats().segment_hits - hits;
+  };
+  for (const std::string model : {"qwen3", "llama3", "gemma3"}) {
+    const uint64_t chunked = reused(model, {});                     // chunks of ~512 bytes
+    const uint64_t whole = reused(model, {.chunk_bytes = 0});       // segments as they are
+    if (model == "gemma3") {
+      EXPECT_EQ(chunked, whole) << model;  // never chunked
+    } else {
+      EXPECT_GE(chunked, whole + prefix.size() / 512 - 2) << model;
+    }
+  }
+}
 
 TEST(ConcurrencyTest, ConcurrentEncodesAgreeWithSequentialOnes) {
   // Four threads share one tokenizer (and its caches) while encoding the corpus in different

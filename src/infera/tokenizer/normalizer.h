@@ -21,6 +21,9 @@ class Normalizer {
   // character of the result no longer comes from offset 0 of `in` (Rust's offsets_original),
   // which only Metaspace's prepend_scheme "first" cares about.
   virtual bool normalize(std::string_view in, std::string& out, bool& at_origin) const = 0;
+  // True when normalizing a text equals normalizing, separately, the two sides of any word cut
+  // (an ASCII letter, then a space and an ASCII letter; Tokenizer's chunked encoding).
+  virtual bool word_cut_safe() const { return false; }
 };
 
 class UnicodeNormalizer final : public Normalizer {
@@ -31,6 +34,9 @@ class UnicodeNormalizer final : public Normalizer {
     unicode::normalize("", form_, unused);
   }
   bool normalize(std::string_view in, std::string& out, bool& at_origin) const override;
+  // ASCII letters and the space are starters that neither decompose nor compose with a
+  // neighbour, in every form: nothing on one side of the cut changes the other.
+  bool word_cut_safe() const override { return true; }
 
  private:
   unicode::Form form_;
@@ -39,6 +45,7 @@ class UnicodeNormalizer final : public Normalizer {
 class LowercaseNormalizer final : public Normalizer {
  public:
   bool normalize(std::string_view in, std::string& out, bool& at_origin) const override;
+  bool word_cut_safe() const override { return true; }  // character by character
 };
 
 // Replaces every non-overlapping match of `pattern` with `content`.
@@ -79,6 +86,13 @@ class SequenceNormalizer final : public Normalizer {
   explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> steps)
       : steps_(std::move(steps)) {}
   bool normalize(std::string_view in, std::string& out, bool& at_origin) const override;
+  // Each step keeps the cut's characters as they are, so the next step sees a word cut too.
+  bool word_cut_safe() const override {
+    for (const auto& s : steps_) {
+      if (!s->word_cut_safe()) return false;
+    }
+    return true;
+  }
 
  private:
   std::vector<std::unique_ptr<Normalizer>> steps_;

@@ -44,6 +44,10 @@ class PreTokenizer {
   // `work`; piece offsets stay valid because they are offsets, not pointers.
   virtual void pre_tokenize(std::string& work, std::vector<Piece>& pieces,
                             PreTokenizeScratch& scratch) const = 0;
+  // True when every word cut (an ASCII letter, then a space and an ASCII letter) ends a piece
+  // and the pieces after it do not depend on the text before it, so that the pieces of a text
+  // are those of its two sides (Tokenizer's chunked encoding).
+  virtual bool word_cut_safe() const { return false; }
 };
 
 // Split with a regex or literal pattern; `fast` (optional) matches the same pattern without the
@@ -55,6 +59,11 @@ class SplitPreTokenizer final : public PreTokenizer {
       : pattern_(std::move(pattern)), behavior_(behavior), invert_(invert), fast_(std::move(fast)) {}
   void pre_tokenize(std::string& work, std::vector<Piece>& pieces,
                     PreTokenizeScratch& scratch) const override;
+  // FastSplit's patterns (GPT-4 family): no alternative matches a letter and then a space, and
+  // none looks behind, so a match ends at the letter and the next starts at the space.
+  bool word_cut_safe() const override {
+    return fast_ != nullptr && behavior_ == SplitBehavior::kIsolated && !invert_;
+  }
 
  private:
   Regex pattern_;
@@ -86,6 +95,11 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
       : add_prefix_space_(add_prefix_space), split_(std::move(split)), map_bytes_(map_bytes) {}
   void pre_tokenize(std::string& work, std::vector<Piece>& pieces,
                     PreTokenizeScratch& scratch) const override;
+  // Without its own split, prefix space or byte mapping (the last step, before a BPE model that
+  // reads raw bytes) it changes nothing.
+  bool word_cut_safe() const override {
+    return !add_prefix_space_ && split_ == nullptr && !map_bytes_;
+  }
 
  private:
   bool add_prefix_space_;
@@ -113,6 +127,13 @@ class SequencePreTokenizer final : public PreTokenizer {
       : steps_(std::move(steps)) {}
   void pre_tokenize(std::string& work, std::vector<Piece>& pieces,
                     PreTokenizeScratch& scratch) const override;
+  // Every step splits at the cut and leaves the cut's characters as they are.
+  bool word_cut_safe() const override {
+    for (const auto& s : steps_) {
+      if (!s->word_cut_safe()) return false;
+    }
+    return true;
+  }
 
  private:
   std::vector<std::unique_ptr<PreTokenizer>> steps_;

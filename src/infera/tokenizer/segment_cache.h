@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "infera/common/spin_mutex.h"
 #include "infera/tokenizer/vocab.h"
 
 namespace infera::tokenizer {
@@ -54,7 +55,7 @@ class SegmentCache {
     size_t charge;
   };
   struct Shard {
-    std::mutex mu;
+    SpinMutex mu;
     std::list<Entry> lru;  // front = most recently used
     std::unordered_map<uint64_t, std::list<Entry>::iterator> index;
     size_t bytes = 0;

@@ -1,10 +1,10 @@
 #include "infera/tokenizer/tokenizer.h"
 
-#include <malloc.h>
-
+#include <algorithm>
 #include <cstdio>
 #include <system_error>
 
+#include "infera/common/heap.h"
 #include "infera/tokenizer/pipeline.h"
 #include "infera/tokenizer/segment_cache.h"
 #include "infera/tokenizer/unicode.h"
@@ -88,6 +88,11 @@ Tokenizer::Tokenizer(std::unique_ptr<Pipeline> pipeline, const Options& options)
     segment_cache_ =
         std::make_unique<SegmentCache>(options.segment_cache_bytes, options.segment_cache_entries);
   }
+  const Pipeline& p = *pipeline_;
+  chunked_ = segment_cache_ && options.chunk_bytes > 0 && p.pre_tokenizer &&
+             p.pre_tokenizer->word_cut_safe() && (!p.normalizer || p.normalizer->word_cut_safe()) &&
+             !p.added->has_normalized() && !p.origin_sensitive;
+  chunk_bytes_ = options.chunk_bytes;
 }
 
 Tokenizer::~Tokenizer() = default;
@@ -125,7 +130,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json,
                           load_pipeline(json, origin, options.word_cache_entries));
   // Loading freed tens of MB of parse buffers in small blocks; give those pages back to the
   // system instead of keeping them resident in malloc's free lists.
-  malloc_trim(0);
+  release_free_heap();
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(pipeline), options));
 }
 
@@ -152,8 +157,46 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special_t
   return ids;
 }
 
+namespace {
+
+bool ascii_letter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+// The first word cut at or after `from`: a position i with an ASCII letter before it, a space
+// at it and an ASCII letter after it; text.size() when there is none.
+size_t next_word_cut(std::string_view text, size_t from) {
+  for (size_t i = std::max<size_t>(from, 1); i + 1 < text.size(); ++i) {
+    if (text[i] == ' ' && ascii_letter(text[i - 1]) && ascii_letter(text[i + 1])) return i;
+  }
+  return text.size();
+}
+
+}  // namespace
+
+// A long segment is encoded, and cached, in chunks of about chunk_bytes_ cut at word cuts. The
+// cuts depend only on the text from the segment's start, so two prompts that share a long
+// prefix (a system prompt, a document, a few-shot block) share the chunks of that prefix, and
+// only the rest is tokenized. Where the pipeline does not guarantee that both sides of a cut
+// encode independently, segments stay whole.
 void Tokenizer::encode_segment(std::string_view segment, bool at_origin, std::vector<TokenId>& ids,
                                EncodeScratch& scratch) const {
+  if (!chunked_ || segment.size() < 2 * chunk_bytes_) {
+    encode_cached(segment, at_origin, ids, scratch);
+    return;
+  }
+  size_t begin = 0;
+  while (begin < segment.size()) {
+    const size_t cut = segment.size() - begin < 2 * chunk_bytes_
+                           ? segment.size()
+                           : next_word_cut(segment, begin + chunk_bytes_);
+    encode_cached(segment.substr(begin, cut - begin), at_origin && begin == 0, ids, scratch);
+    begin = cut;
+  }
+}
+
+void Tokenizer::encode_cached(std::string_view segment, bool at_origin, std::vector<TokenId>& ids,
+                              EncodeScratch& scratch) const {
   if (segment.empty()) return;
   const Pipeline& p = *pipeline_;
   const uint32_t flags = p.origin_sensitive && at_origin ? 1 : 0;

@@ -32,6 +32,9 @@ class Tokenizer {
     size_t segment_cache_bytes = size_t{64} << 20;  // 0 disables the segment cache
     size_t segment_cache_entries = 65536;
     size_t min_cached_segment_bytes = 32;  // shorter segments are cheaper to encode than to cache
+    // Segments of at least twice this are cached in chunks of about this size, cut between
+    // words, where the pipeline allows it (tokenizer.cc, encode_segment); 0 keeps them whole.
+    size_t chunk_bytes = 512;
     size_t word_cache_entries = 65536;     // per-word BPE results; 0 disables
   };
   struct CacheStats {
@@ -76,12 +79,19 @@ class Tokenizer {
   Tokenizer(std::unique_ptr<Pipeline> pipeline, const Options& options);
   void encode_segment(std::string_view segment, bool at_origin, std::vector<TokenId>& ids,
                       EncodeScratch& scratch) const;
+  // One cached unit: a segment, or a chunk of a long one.
+  void encode_cached(std::string_view text, bool at_origin, std::vector<TokenId>& ids,
+                     EncodeScratch& scratch) const;
   void encode_normalized(std::string_view text, bool at_origin, std::vector<TokenId>& ids,
                          EncodeScratch& scratch) const;
 
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<SegmentCache> segment_cache_;
   size_t min_cached_segment_bytes_;
+  // The pipeline encodes the two sides of a word cut independently (normalizer and
+  // pre-tokenizer word_cut_safe), so long segments are cached in chunks.
+  bool chunked_ = false;
+  size_t chunk_bytes_ = 0;
 };
 
 }  // namespace infera::tokenizer
