@@ -3,7 +3,8 @@
 // handlers that return a whole Response or stream one through a ResponseWriter, detection of
 // clients that go away, and graceful shutdown. The composition root owns the Server and the
 // EventLoop it runs on (destroy the server first). start/shutdown: a non-loop thread; port/stats:
-// any thread. A handler runs on its connection's thread (its own io_context, see event_loop.h) and owns its ResponseWriter.
+// any thread. A handler runs on its connection's thread (its own io_context, see
+// event_loop.h) and owns its ResponseWriter.
 //
 // A whole response:
 //   Routes routes;
