@@ -49,6 +49,17 @@ struct EnginePoll;
 // Mutable per-worker state shared by every view that holds the worker (one per record: a
 // changed record gets a new one).
 struct WorkerRuntime {
+  // Takes one of the worker's `cap` in-flight slots (0: unlimited) unless all are taken. The
+  // check and the take are one step: two requests routed at once on two loop threads cannot
+  // both take the last slot. The caller gives the slot back with `inflight.fetch_sub(1)`.
+  bool try_take_slot(uint32_t cap) {
+    uint32_t n = inflight.load(std::memory_order_relaxed);
+    do {
+      if (cap != 0 && n >= cap) return false;
+    } while (!inflight.compare_exchange_weak(n, n + 1, std::memory_order_relaxed));
+    return true;
+  }
+
   std::atomic<uint32_t> inflight{0};
   std::atomic<uint32_t> consecutive_failures{0};
   std::atomic<int64_t> excluded_until_ns{0};

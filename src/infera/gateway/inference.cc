@@ -122,12 +122,12 @@ class HeldTicket {
   kv::LoadTicket ticket_;
 };
 
-// One call in flight on a worker (its --max-inflight-per-worker count).
+// One call in flight on a worker (its --max-inflight-per-worker count), holding the slot taken
+// with WorkerRuntime::try_take_slot.
 class InflightCall {
  public:
   // `m` must outlive the call (it belongs to the request's fleet view).
   InflightCall(GatewayContext& g, const FleetMember& m) : member_(&m), rt_(m.rt), slots_(&g.slots) {
-    rt_->inflight.fetch_add(1, std::memory_order_relaxed);
     rt_->requests.fetch_add(1, std::memory_order_relaxed);
   }
   ~InflightCall() { end(); }
@@ -306,6 +306,10 @@ class RequestOwner final : public proxy::Owner {
   uint64_t bootstrap_room() override { return random_u64() >> 1; }  // as SGLang's routers draw
 
  private:
+  // The pick's accounting once `m` holds the request: prediction metrics, the log, the worker.
+  proxy::Picked finish_pick(routing::Stage stage, uint32_t attempt, const routing::Decision& d,
+                            const FleetMember& m, proxy::Picked out);
+
   // The member a picked worker belongs to (one of the few this request picked).
   const FleetMember& member(const proxy::Worker& w) const {
     for (const FleetMember* m : picked_) {
@@ -328,27 +332,42 @@ net::awaitable<proxy::Picked> RequestOwner::pick(routing::Stage stage, uint32_t 
                                                  std::optional<discovery::PdProtocol> protocol) {
   proxy::Picked out;
   std::vector<kv::WorkerId> candidates;
-  const Pick pick = co_await wait_for_candidates(g_, view_, r_.model, stage, std::move(tried),
-                                                 protocol, attempt == 0, r_.deadline, &candidates);
-  if (pick != Pick::kOk) {
-    if (attempt == 0) out.answer = shed_response(g_, r_, *view_, pick, stage_label(stage));
-    co_return out;
+  for (;;) {
+    const Pick pick = co_await wait_for_candidates(g_, view_, r_.model, stage, tried, protocol,
+                                                   attempt == 0, r_.deadline, &candidates);
+    if (pick != Pick::kOk) {
+      if (attempt == 0) out.answer = shed_response(g_, r_, *view_, pick, stage_label(stage));
+      co_return out;
+    }
+    const Nanos t_score = g_.clock.now();
+    auto routed = g_.router->route(r_.hashes, r_.prompt_tokens, candidates, stage);
+    g_.metrics.score.observe(to_seconds(g_.clock.now() - t_score));
+    if (!routed.ok()) {
+      out.answer = fail_response(g_, r_, routed.status(), {});
+      co_return out;
+    }
+    const routing::Decision& d = routed->decision;
+    const FleetMember* m = view_->by_slot(d.worker());
+    if (m == nullptr) {  // cannot happen: candidates come from this view
+      g_.router->release(routed->ticket);
+      out.answer = fail_response(g_, r_, internal_error("routing chose an unknown worker"), {});
+      co_return out;
+    }
+    if (!m->rt->try_take_slot(g_.config.max_inflight_per_worker)) {
+      // Its last slot went to a request routed at the same time on another thread: choose
+      // again (that worker is now at its cap, so it is not a candidate, or this one waits).
+      g_.router->release(routed->ticket);
+      continue;
+    }
+    out.hold = std::make_unique<RouteHold>(g_, *m, routed->ticket);
+    co_return finish_pick(stage, attempt, d, *m, std::move(out));
   }
-  const Nanos t_score = g_.clock.now();
-  auto routed = g_.router->route(r_.hashes, r_.prompt_tokens, candidates, stage);
-  g_.metrics.score.observe(to_seconds(g_.clock.now() - t_score));
-  if (!routed.ok()) {
-    out.answer = fail_response(g_, r_, routed.status(), {});
-    co_return out;
-  }
-  const routing::Decision& d = routed->decision;
-  const FleetMember* m = view_->by_slot(d.worker());
-  if (m == nullptr) {  // cannot happen: candidates come from this view
-    g_.router->release(routed->ticket);
-    out.answer = fail_response(g_, r_, internal_error("routing chose an unknown worker"), {});
-    co_return out;
-  }
-  out.hold = std::make_unique<RouteHold>(g_, *m, routed->ticket);
+}
+
+proxy::Picked RequestOwner::finish_pick(routing::Stage stage, uint32_t attempt,
+                                        const routing::Decision& d, const FleetMember& fm,
+                                        proxy::Picked out) {
+  const FleetMember* m = &fm;
   if (attempt == 0 && stage != routing::Stage::kDecode) record_prediction(g_, r_, d);
   INFERA_LOG(kDebug, "gateway")
       .msg("routed")
@@ -362,7 +381,7 @@ net::awaitable<proxy::Picked> RequestOwner::pick(routing::Stage stage, uint32_t 
       .kv("attempt", attempt);
   picked_.push_back(m);
   out.worker = proxy::Worker{.slot = m->slot, .info = &m->info, .endpoint = &m->endpoint};
-  co_return out;
+  return out;
 }
 
 }  // namespace
