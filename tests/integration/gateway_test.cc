@@ -82,7 +82,8 @@ class FakeEngine {
  public:
   FakeEngine(http::EventLoop& loop, uint32_t block_size = 16) {
     http::Routes routes;
-    auto completion = [this](http::Request& r, http::ResponseWriter& w) -> net::awaitable<http::Response> {
+    auto completion = [this](http::Request& r,
+                             http::ResponseWriter& w) -> net::awaitable<http::Response> {
       // The mode is read before the request is counted: a test that waits for the count and
       // then changes the mode must not change what this request does.
       const Mode m = mode.load();

@@ -249,10 +249,13 @@ class Runner {
     for (size_t d : ready) {
       const double ready_at = since(t0_) + w_.requests[d].think_s;
       if (o_.concurrency == 0) {
-        net::co_spawn(loop_.next_context(), [this, d, ready_at]() -> net::awaitable<void> {
-          co_await pause_until(ready_at);
-          co_await send(d);
-        }, net::detached);
+        net::co_spawn(
+            loop_.next_context(),
+            [this, d, ready_at]() -> net::awaitable<void> {
+              co_await pause_until(ready_at);
+              co_await send(d);
+            },
+            net::detached);
       } else {
         net::co_spawn(loop_.context(), [this, d, ready_at]() -> net::awaitable<void> {
           co_await pause_until(ready_at);

@@ -291,9 +291,14 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
       lock.lock();
     }
   });
-  INFERA_LOG(kInfo, "gateway").msg("serving").kv("host", config.host).kv("port", impl->server->port())
-      .kv("policy", config.router_policy).kv("discovery", g.source->describe())
-      .kv("block_size", config.block_size).kv("io_threads", config.io_threads)
+  INFERA_LOG(kInfo, "gateway")
+      .msg("serving")
+      .kv("host", config.host)
+      .kv("port", impl->server->port())
+      .kv("policy", config.router_policy)
+      .kv("discovery", g.source->describe())
+      .kv("block_size", config.block_size)
+      .kv("io_threads", config.io_threads)
       .kv("allocator", heap_allocator());
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
 }

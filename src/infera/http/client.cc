@@ -131,7 +131,8 @@ struct Client::Pool {
   }
 
   void clear() {
-    std::unordered_map<PoolKey, std::vector<std::unique_ptr<Conn>>, client_internal::PoolKeyHash> all;
+    std::unordered_map<PoolKey, std::vector<std::unique_ptr<Conn>>, client_internal::PoolKeyHash>
+        all;
     {
       std::lock_guard lock(mu);
       all.swap(idle);
@@ -145,7 +146,8 @@ struct Client::Pool {
   const ClientOptions options;
   SpinMutex mu;
   // guarded by mu
-  std::unordered_map<PoolKey, std::vector<std::unique_ptr<Conn>>, client_internal::PoolKeyHash> idle;
+  std::unordered_map<PoolKey, std::vector<std::unique_ptr<Conn>>, client_internal::PoolKeyHash>
+      idle;
   std::atomic<uint64_t> connects{0};
   std::atomic<uint64_t> reuses{0};
   std::atomic<uint64_t> stale_retries{0};

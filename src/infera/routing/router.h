@@ -103,7 +103,7 @@ class Router {
   kv::ActiveLoad& load_;
   kv::PredictedBlocks* predicted_;    // null or off: no predicted hits
   const kv::EngineSignals* signals_;  // null or off: the router's own counts only
-  SpinMutex policy_mu_;  // guards policy_ and rng_ (a few hundred ns per decision)
+  SpinMutex policy_mu_;               // guards policy_ and rng_ (a few hundred ns per decision)
   // Makes each route() one step: its decision and the load and predicted blocks it registers.
   // Otherwise two siblings of a burst routed at once on two threads would both decide before
   // either registered, and land apart. Held for one decision (microseconds, no I/O).

@@ -134,8 +134,8 @@ INSTANTIATE_TEST_SUITE_P(Models, RealModelTest, ::testing::Values("qwen3", "llam
 // segments stay whole (its many whitespace added tokens still make short shared segments).
 TEST(ChunkedCacheTest, APromptThatSharesALongPrefixReusesItsChunks) {
   // One segment of plain prose (no added token in it), as a RAG document would be.
-  const char* const words[] = {"the", "cache", "of", "Worker", "routes", "a", "prompt", "to",
-                               "its", "blocks,", "and", "then", "42", "tokens."};
+  const char* const words[] = {"the", "cache", "of",      "Worker", "routes", "a",  "prompt",
+                               "to",  "its",   "blocks,", "and",    "then",   "42", "tokens."};
   std::string prefix = "Document:";
   for (uint32_t k = 0, x = 7; prefix.size() < 6000; ++k, x = x * 1103515245u + 12345u) {
     prefix += ' ';
@@ -153,8 +153,8 @@ TEST(ChunkedCacheTest, APromptThatSharesALongPrefixReusesItsChunks) {
     return tok->cache_stats().segment_hits - hits;
   };
   for (const std::string model : {"qwen3", "llama3", "gemma3"}) {
-    const uint64_t chunked = reused(model, {});                     // chunks of ~512 bytes
-    const uint64_t whole = reused(model, {.chunk_bytes = 0});       // segments as they are
+    const uint64_t chunked = reused(model, {});                // chunks of ~512 bytes
+    const uint64_t whole = reused(model, {.chunk_bytes = 0});  // segments as they are
     if (model == "gemma3") {
       EXPECT_EQ(chunked, whole) << model;  // never chunked
     } else {
