@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "infera/common/clock.h"
@@ -33,6 +34,34 @@ FleetMember member(std::string id, kv::WorkerId slot, Role role, Strings models,
   m.adapters = std::move(adapters);
   m.refused_reason = std::move(refused);
   return m;
+}
+
+// Requests routed at once on two loop threads take a worker's in-flight slots through
+// try_take_slot: however they interleave, no more than the cap are taken.
+TEST(WorkerRuntimeTest, SlotsTakenFromTwoThreadsAtOnceNeverExceedTheCap) {
+  constexpr uint32_t kCap = 2;
+  for (int round = 0; round < 200; ++round) {
+    WorkerRuntime rt;
+    std::atomic<int> taken{0};
+    std::atomic<bool> go{false};
+    auto take = [&] {
+      while (!go.load()) {
+      }
+      for (int i = 0; i < 3; ++i) {
+        if (rt.try_take_slot(kCap)) taken.fetch_add(1);
+      }
+    };
+    std::thread a(take);
+    std::thread b(take);
+    go.store(true);
+    a.join();
+    b.join();
+    ASSERT_EQ(taken.load(), 2) << "round " << round;
+    EXPECT_EQ(rt.inflight.load(), kCap);
+  }
+  WorkerRuntime unlimited;
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(unlimited.try_take_slot(0));
+  EXPECT_EQ(unlimited.inflight.load(), 100u);
 }
 
 TEST(FleetViewTest, SplitNeedsAnUnrefusedPrefillAndDecodeWorkerServingTheModel) {
