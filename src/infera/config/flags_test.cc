@@ -83,7 +83,7 @@ TEST(ServerConfigTest, DocumentedCommandLineParses) {
   EXPECT_EQ(c->port, 8000u);
   EXPECT_EQ(c->block_size, 16u);
   EXPECT_EQ(*c->kv_prefill_overlap_weight, 20.0);
-  EXPECT_EQ(c->discovery_backend, "etcd");
+  EXPECT_EQ(c->discovery_backend, DiscoveryBackend::kEtcd);
 }
 
 TEST(ServerConfigTest, UnsupportedBackendsAreClearStartupErrors) {
@@ -99,6 +99,41 @@ TEST(ServerConfigTest, UnsupportedBackendsAreClearStartupErrors) {
   EXPECT_EQ(nats.status().code(), StatusCode::kUnimplemented);
   EXPECT_FALSE(parse_server_flags(args({}), &help, &text).ok());  // static without workers
   EXPECT_FALSE(parse_server_flags(args({"--discovery-backend", "etcd"}), &help, &text).ok());
+}
+
+// The discovery, transport and log-level flags become enums at startup: the defaults, every
+// contract word, and an unknown word that names what is supported.
+TEST(ServerConfigTest, ChoiceFlagsBecomeEnumsAndUnknownWordsNameTheSupportedOnes) {
+  bool help = false;
+  std::string text;
+  auto plain = parse_server_flags(args({"--worker", "http://a:1"}), &help, &text);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ(plain->discovery_backend, DiscoveryBackend::kStatic);
+  EXPECT_EQ(plain->request_transport, RequestTransport::kHttp);
+  EXPECT_EQ(plain->kv_event_transport, KvEventTransport::kZmq);
+  EXPECT_EQ(plain->log_level, LogLevel::kInfo);
+  EXPECT_EQ(name(plain->request_transport), "http");
+  EXPECT_EQ(name(plain->kv_event_transport), "zmq");
+  EXPECT_EQ(name(DiscoveryBackend::kKubernetes), "k8s");
+
+  auto quiet = parse_server_flags(args({"--worker", "http://a:1", "--log-level", "warn"}), &help,
+                                  &text);
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_EQ(quiet->log_level, LogLevel::kWarn);
+
+  auto grpc = parse_server_flags(args({"--worker", "http://a:1", "--request-transport", "grpc"}),
+                                 &help, &text);
+  ASSERT_FALSE(grpc.ok());
+  EXPECT_EQ(grpc.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(grpc.status().message().find("unknown --request-transport 'grpc' (supported: http)"),
+            std::string::npos)
+      << grpc.status().message();
+  auto consul = parse_server_flags(args({"--discovery-backend", "consul"}), &help, &text);
+  ASSERT_FALSE(consul.ok());
+  EXPECT_NE(consul.status().message().find("supported: static, etcd"), std::string::npos);
+  EXPECT_FALSE(
+      parse_server_flags(args({"--worker", "http://a:1", "--log-level", "loud"}), &help, &text)
+          .ok());
 }
 
 TEST(ServerConfigTest, TheAdminListenerNeedsBothHostAndPort) {

@@ -1,6 +1,8 @@
 #include "infera/config/server_config.h"
 
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "infera/config/flags.h"
 
@@ -19,33 +21,26 @@ Status validate(const ServerConfig& c) {
   }
   if (c.router_temperature < 0) return invalid_argument("--router-temperature must be >= 0");
   if (!(c.max_queue_wait_s >= 0)) return invalid_argument("--max-queue-wait-s must be >= 0");
-  if (c.discovery_backend == "static") {
-    if (c.workers.empty()) {
-      return invalid_argument("--discovery-backend static needs at least one --worker URL");
-    }
-  } else if (c.discovery_backend == "etcd") {
-    if (c.etcd_endpoint.empty()) {
-      return invalid_argument("--discovery-backend etcd needs --etcd-endpoint HOST:PORT");
-    }
-    INFERA_RETURN_IF_ERROR(parse_host_port(c.etcd_endpoint).status());
-  } else if (c.discovery_backend == "k8s" || c.discovery_backend == "kubernetes") {
-    return unimplemented("--discovery-backend " + c.discovery_backend +
-                         " is not supported yet (use static or etcd)");
-  } else {
-    return invalid_argument("unknown --discovery-backend '" + c.discovery_backend +
-                            "' (supported: static, etcd)");
+  switch (c.discovery_backend) {
+    case DiscoveryBackend::kStatic:
+      if (c.workers.empty()) {
+        return invalid_argument("--discovery-backend static needs at least one --worker URL");
+      }
+      break;
+    case DiscoveryBackend::kEtcd:
+      if (c.etcd_endpoint.empty()) {
+        return invalid_argument("--discovery-backend etcd needs --etcd-endpoint HOST:PORT");
+      }
+      INFERA_RETURN_IF_ERROR(parse_host_port(c.etcd_endpoint).status());
+      break;
+    case DiscoveryBackend::kKubernetes:
+      return unimplemented("--discovery-backend k8s is not supported yet (use static or etcd)");
   }
-  if (c.request_transport != "http") {
-    return c.request_transport == "nats"
-               ? unimplemented("--request-transport nats is not supported yet (use http)")
-               : invalid_argument("unknown --request-transport '" + c.request_transport +
-                                  "' (supported: http)");
+  if (c.request_transport == RequestTransport::kNats) {
+    return unimplemented("--request-transport nats is not supported yet (use http)");
   }
-  if (c.kv_event_transport != "zmq") {
-    return c.kv_event_transport == "nats"
-               ? unimplemented("--kv-event-transport nats is not supported yet (use zmq)")
-               : invalid_argument("unknown --kv-event-transport '" + c.kv_event_transport +
-                                  "' (supported: zmq)");
+  if (c.kv_event_transport == KvEventTransport::kNats) {
+    return unimplemented("--kv-event-transport nats is not supported yet (use zmq)");
   }
   if (c.max_body_bytes < 1024) return invalid_argument("--max-body-bytes must be >= 1024");
   if (c.max_header_bytes < 1024) return invalid_argument("--max-header-bytes must be >= 1024");
@@ -70,11 +65,71 @@ Status validate(const ServerConfig& c) {
   return ok_status();
 }
 
+// The flag's text as one of `names` (a flag's value is a word of the contract, never a free
+// string past startup).
+template <typename E, size_t N>
+Result<E> parse_choice(std::string_view flag, std::string_view text,
+                       const std::pair<std::string_view, E> (&names)[N],
+                       std::string_view supported) {
+  for (const auto& [word, value] : names) {
+    if (text == word) return value;
+  }
+  return invalid_argument("unknown " + std::string(flag) + " '" + std::string(text) +
+                          "' (supported: " + std::string(supported) + ")");
+}
+
+constexpr std::pair<std::string_view, DiscoveryBackend> kBackends[] = {
+    {"static", DiscoveryBackend::kStatic},
+    {"etcd", DiscoveryBackend::kEtcd},
+    {"k8s", DiscoveryBackend::kKubernetes},
+    {"kubernetes", DiscoveryBackend::kKubernetes}};
+constexpr std::pair<std::string_view, RequestTransport> kRequestTransports[] = {
+    {"http", RequestTransport::kHttp}, {"nats", RequestTransport::kNats}};
+constexpr std::pair<std::string_view, KvEventTransport> kEventTransports[] = {
+    {"zmq", KvEventTransport::kZmq}, {"nats", KvEventTransport::kNats}};
+
+// The words of the flags above, as given (before they become enums).
+struct ChoiceWords {
+  std::string discovery_backend = "static";
+  std::string request_transport = "http";
+  std::string kv_event_transport = "zmq";
+  std::string log_level = "info";
+};
+
+Status resolve_choices(const ChoiceWords& w, ServerConfig& c) {
+  INFERA_ASSIGN_OR_RETURN(c.discovery_backend,
+                          parse_choice("--discovery-backend", w.discovery_backend, kBackends,
+                                       "static, etcd"));
+  INFERA_ASSIGN_OR_RETURN(c.request_transport,
+                          parse_choice("--request-transport", w.request_transport,
+                                       kRequestTransports, "http"));
+  INFERA_ASSIGN_OR_RETURN(c.kv_event_transport,
+                          parse_choice("--kv-event-transport", w.kv_event_transport,
+                                       kEventTransports, "zmq"));
+  INFERA_ASSIGN_OR_RETURN(c.log_level, parse_log_level(w.log_level));
+  return ok_status();
+}
+
+template <typename E, size_t N>
+std::string_view word_of(E value, const std::pair<std::string_view, E> (&names)[N]) {
+  for (const auto& [word, v] : names) {
+    if (v == value) return word;
+  }
+  return "?";
+}
+
 }  // namespace
+
+std::string_view name(DiscoveryBackend backend) { return word_of(backend, kBackends); }
+std::string_view name(RequestTransport transport) {
+  return word_of(transport, kRequestTransports);
+}
+std::string_view name(KvEventTransport transport) { return word_of(transport, kEventTransports); }
 
 Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool* help_requested,
                                         std::string* help) {
   ServerConfig c;
+  ChoiceWords words;
   FlagSet f("usage: infera server [flags]\n\nThe gateway: an OpenAI-compatible, KV-aware proxy in "
             "front of a fleet of vLLM, SGLang or mock engines.");
   f.add("--host", &c.host, "address to listen on (default 0.0.0.0)", "HOST");
@@ -102,7 +157,7 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
         "vllm:num_requests_running, vllm:kv_cache_usage_perc); 0 = off (default 1)",
         "SECONDS");
   add_load_model_flags(f, &c.load_model);
-  f.add("--discovery-backend", &c.discovery_backend, "static (default) or etcd", "BACKEND");
+  f.add("--discovery-backend", &words.discovery_backend, "static (default) or etcd", "BACKEND");
   f.add("--etcd-endpoint", &c.etcd_endpoint, "etcd v3 endpoint for --discovery-backend etcd",
         "HOST:PORT");
   f.add("--etcd-prefix", &c.etcd_prefix, "etcd key prefix of worker records (default infera/workers/)",
@@ -111,8 +166,8 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
         "static worker, repeatable: URL[,kv=ENDPOINT][,replay=ENDPOINT][,topic=T]"
         "[,role=prefill|decode|both]",
         "SPEC");
-  f.add("--request-transport", &c.request_transport, "http (default)", "TRANSPORT");
-  f.add("--kv-event-transport", &c.kv_event_transport, "zmq (default)", "TRANSPORT");
+  f.add("--request-transport", &words.request_transport, "http (default)", "TRANSPORT");
+  f.add("--kv-event-transport", &words.kv_event_transport, "zmq (default)", "TRANSPORT");
   f.add("--kv-events-bind", &c.kv_events_bind,
         "also bind a SUB socket here for engines that connect to the router (topic = worker id)",
         "ENDPOINT");
@@ -146,13 +201,14 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
         "require 'Authorization: Bearer TOKEN' on /v1/admin/* and /metrics", "TOKEN");
   f.add("--admin-host", &c.admin_host, "serve admin and metrics on a separate listener", "HOST");
   f.add("--admin-port", &c.admin_port, "port of the separate admin listener (0: any free port, logged)", "PORT");
-  f.add("--log-level", &c.log_level, "debug, info (default), warn or error", "LEVEL");
+  f.add("--log-level", &words.log_level, "debug, info (default), warn or error", "LEVEL");
   INFERA_RETURN_IF_ERROR(f.parse(args));
   *help_requested = f.help_requested();
   if (f.help_requested()) {
     *help = f.help();
     return c;
   }
+  INFERA_RETURN_IF_ERROR(resolve_choices(words, c));
   INFERA_RETURN_IF_ERROR(validate(c));
   return c;
 }

@@ -7,12 +7,23 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "infera/common/log.h"
 #include "infera/common/status.h"
 #include "infera/config/load_model_flags.h"
 
 namespace infera::config {
+
+// The values docs/contracts.md section 2 names for the discovery and transport flags. Every name
+// parses; the ones this build cannot serve yet are a startup error naming what to pass instead.
+enum class DiscoveryBackend { kStatic, kEtcd, kKubernetes };
+enum class RequestTransport { kHttp, kNats };
+enum class KvEventTransport { kZmq, kNats };
+std::string_view name(DiscoveryBackend backend);
+std::string_view name(RequestTransport transport);
+std::string_view name(KvEventTransport transport);
 
 struct ServerConfig {
   // Listener
@@ -20,7 +31,7 @@ struct ServerConfig {
   uint32_t port = 8000;
   uint32_t io_threads = 2;
   // Routing
-  std::string router_policy = "kv-aware";
+  std::string router_policy = "kv-aware";  // a name in routing's policy registry (make_policy)
   std::string tokenizer_path;  // --router-tokenizer-path: a directory or a Hugging Face id
   double kv_overlap_weight = 1.0;
   std::optional<double> kv_prefill_overlap_weight;
@@ -31,12 +42,12 @@ struct ServerConfig {
   double active_block_ttl_s = 300;  // in-flight requests older than this stop counting as load
   LoadModelFlags load_model;        // --kv-load-model and its terms (routing/load_model.h)
   // Discovery and transports
-  std::string discovery_backend = "static";
+  DiscoveryBackend discovery_backend = DiscoveryBackend::kStatic;
   std::string etcd_endpoint;  // HOST:PORT
   std::string etcd_prefix = "infera/workers/";
   std::vector<std::string> workers;  // --worker specs (static discovery)
-  std::string request_transport = "http";
-  std::string kv_event_transport = "zmq";
+  RequestTransport request_transport = RequestTransport::kHttp;
+  KvEventTransport kv_event_transport = KvEventTransport::kZmq;
   std::string kv_events_bind;  // optional: a SUB endpoint the router binds for engines that connect
   // Limits and timeouts
   uint64_t max_body_bytes = 16ull << 20;
@@ -59,7 +70,7 @@ struct ServerConfig {
   std::string admin_token;  // bearer token for /v1/admin/* and /metrics when set
   std::string admin_host;   // separate listener for admin + metrics when set
   int64_t admin_port = -1;  // -1: not set; 0: any free port (logged at startup)
-  std::string log_level = "info";
+  LogLevel log_level = LogLevel::kInfo;
 };
 
 // Parses and validates `infera server` flags. On --help returns ok with `help` filled and

@@ -214,7 +214,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
 
   // The worker set: static flags are parsed now, so a bad --worker fails startup.
   discovery::WorkerSet static_workers;
-  if (config.discovery_backend == "static") {
+  if (config.discovery_backend == config::DiscoveryBackend::kStatic) {
     for (const std::string& spec : config.workers) {
       INFERA_ASSIGN_OR_RETURN(discovery::WorkerInfo w, discovery::parse_worker_flag(spec));
       static_workers.push_back(std::move(w));
@@ -260,7 +260,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   }
 
   // Discovery last: workers arrive once everything they need exists.
-  if (config.discovery_backend == "etcd") {
+  if (config.discovery_backend == config::DiscoveryBackend::kEtcd) {
     INFERA_ASSIGN_OR_RETURN(http::Endpoint etcd, http::parse_endpoint(config.etcd_endpoint));
     discovery::EtcdSourceOptions eo;
     eo.prefix = config.etcd_prefix;
@@ -297,6 +297,8 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
       .kv("port", impl->server->port())
       .kv("policy", config.router_policy)
       .kv("discovery", g.source->describe())
+      .kv("requests_over", config::name(config.request_transport))
+      .kv("kv_events_over", config::name(config.kv_event_transport))
       .kv("block_size", config.block_size)
       .kv("io_threads", config.io_threads)
       .kv("allocator", heap_allocator());
@@ -333,12 +335,7 @@ int run_server_command(std::span<const std::string> args) {
     std::printf("%s", help_text.c_str());
     return 0;
   }
-  auto level = parse_log_level(config->log_level);
-  if (!level.ok()) {
-    std::fprintf(stderr, "infera server: %s\n", level.status().message().c_str());
-    return 2;
-  }
-  set_log_level(*level);
+  set_log_level(config->log_level);
   // Signals are taken by this thread only (the wait below), blocked before any other thread exists.
   const TerminationSignals signals = block_termination_signals();
   signal(SIGPIPE, SIG_IGN);
