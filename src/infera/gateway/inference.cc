@@ -176,10 +176,10 @@ http::Response fail_response(GatewayContext& g, const RoutedRequest& r, const St
   return resp;
 }
 
-// No candidate for `stage` ("" for an aggregated request, else "prefill " / "decode ").
+// No candidate for `stage`.
 http::Response shed_response(GatewayContext& g, const RoutedRequest& r, const FleetView& view,
-                             Pick pick, std::string_view stage) {
-  const std::string who = "every " + std::string(stage) + "worker";
+                             Pick pick, routing::Stage stage) {
+  const std::string who = "every " + std::string(routing::stage_worker(stage));
   if (pick == Pick::kQueueFull) {
     return fail_response(g, r,
                          resource_exhausted(who + " is at its in-flight limit and the queue is "
@@ -193,8 +193,8 @@ http::Response shed_response(GatewayContext& g, const RoutedRequest& r, const Fl
   return fail_response(g, r,
                        unavailable(view.members.empty()
                                        ? std::string("no worker is registered")
-                                       : "no " + std::string(stage) +
-                                             "worker can serve this request now"),
+                                       : "no " + std::string(routing::stage_worker(stage)) +
+                                             " can serve this request now"),
                        {.origin = http::ErrorOrigin::kServer});
 }
 
@@ -211,15 +211,6 @@ void record_prediction(GatewayContext& g, const RoutedRequest& r, const routing:
   g.metrics.lower_tier_hit_tokens.inc(static_cast<double>(d.chosen().lower_hits) *
                                       g.config.block_size);
   if (d.gated > 0) g.metrics.overload_gated.inc();
-}
-
-std::string_view stage_label(routing::Stage stage) {
-  switch (stage) {
-    case routing::Stage::kPrefill: return "prefill ";
-    case routing::Stage::kDecode: return "decode ";
-    case routing::Stage::kAggregated: break;
-  }
-  return "";
 }
 
 // The stage a request's first worker is picked for: prefill on a split fleet.
@@ -336,7 +327,7 @@ net::awaitable<proxy::Picked> RequestOwner::pick(routing::Stage stage, uint32_t 
     const Pick pick = co_await wait_for_candidates(g_, view_, r_.model, stage, tried, protocol,
                                                    attempt == 0, r_.deadline, &candidates);
     if (pick != Pick::kOk) {
-      if (attempt == 0) out.answer = shed_response(g_, r_, *view_, pick, stage_label(stage));
+      if (attempt == 0) out.answer = shed_response(g_, r_, *view_, pick, stage);
       co_return out;
     }
     const Nanos t_score = g_.clock.now();
@@ -421,7 +412,7 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
     shed.route = route;
     shed.request_id = request_id;
     co_return shed_response(g, shed, *view, Pick::kQueueFull,
-                            stage_label(first_stage(g, *view, parsed->model)));
+                            first_stage(g, *view, parsed->model));
   }
 
   Nanos tokenize_time{0};

@@ -480,7 +480,8 @@ ClientStats Client::stats() const {
   return s;
 }
 
-net::awaitable<ClientResult<Response>> Client::request(const Endpoint& to, Request request) {
+net::awaitable<ClientResult<Response>> Client::request(const Endpoint& to, Request request,
+                                                      SteadyTime deadline) {
   Pool& pool = *pool_;
   if (co_await caller_cancelled()) co_return ClientError{cancelled("request cancelled"), true};
   const bool head = request.method == Method::kHead;
@@ -494,11 +495,11 @@ net::awaitable<ClientResult<Response>> Client::request(const Endpoint& to, Reque
     p->body_limit(static_cast<std::uint64_t>(pool.options.max_body_bytes));
     p->skip(head);
     return p;
-  }, SteadyTime::max());
+  }, deadline);
   if (!sent.ok()) co_return sent.error();
   std::unique_ptr<Conn> conn = std::move(sent.value());
   while (!parser->is_done()) {
-    conn->stream.expires_after(pool.options.read_timeout);
+    arm(conn->stream, pool.options.read_timeout, deadline);
     auto [ec, n] =
         co_await bhttp::async_read_some(conn->stream, conn->buffer, *parser, use_nothrow);
     if (ec) {

@@ -159,8 +159,12 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Sends `request` and reads the whole response (at most max_body_bytes of body). A Host
-  // header is added when missing. Runs on the calling coroutine's executor.
-  net::awaitable<ClientResult<Response>> request(const Endpoint& to, Request request);
+  // header is added when missing. Runs on the calling coroutine's executor. Each wait (connect,
+  // send, header, each read of the body) is bounded by its option and never runs past
+  // `deadline`.
+  net::awaitable<ClientResult<Response>> request(
+      const Endpoint& to, Request request,
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
   // Sends `request` and reads the response header; the body is read from the stream. Each wait
   // (connect, send, header) is bounded by its option and never runs past `deadline`.
   net::awaitable<ClientResult<ClientStream>> stream(

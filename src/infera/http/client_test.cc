@@ -318,6 +318,33 @@ TEST_F(ClientTest, SilentUpstreamHitsTheResponseDeadline) {
   EXPECT_LT(elapsed, Ms(3000));
 }
 
+// A whole-answer request ends at the caller's deadline even when each read's own timeout is
+// far longer: an upstream that sends the head and then a trickle never holds it past it.
+TEST_F(ClientTest, WholeResponseRequestEndsAtTheCallersDeadline) {
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  RawUpstream upstream([released](int fd, int) {
+    std::string buf;
+    read_request_head(fd, buf);
+    send_raw(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello");
+    released.wait_for(std::chrono::seconds(10));  // stall with the connection open
+  });
+  ClientOptions options;
+  options.read_timeout = Ms(60000);
+  options.response_timeout = Ms(60000);
+  Client client(options);
+  const auto begin = TestClock::now();
+  auto r = run(loop_, client.request(upstream.endpoint(), get("/"),
+                                     std::chrono::steady_clock::now() + Ms(200)));
+  const auto elapsed = TestClock::now() - begin;
+  release.set_value();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(r.error().before_first_byte);
+  EXPECT_GE(elapsed, Ms(150));
+  EXPECT_LT(elapsed, Ms(10000));
+}
+
 TEST_F(ClientTest, UpstreamClosingBeforeAnsweringFailsBeforeTheFirstByte) {
   RawUpstream upstream([](int fd, int) {
     std::string buf;

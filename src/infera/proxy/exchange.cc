@@ -122,18 +122,6 @@ http::Response passed_through(Ctx& c, const Worker& worker, http::Response answe
   return resp;
 }
 
-std::string_view stage_words(Stage stage) {
-  switch (stage) {
-    case Stage::kPrefill:
-      return "no prefill worker is available";
-    case Stage::kDecode:
-      return "no decode worker is available";
-    case Stage::kAggregated:
-      break;
-  }
-  return "no worker is available";
-}
-
 // One relayed call per attempt: an aggregated request, or vLLM's decode stage (`body`: the
 // stage's rewrite; null: the client's own).
 net::awaitable<http::Response> serve_relayed(Ctx& c, Stage stage,
@@ -159,7 +147,8 @@ net::awaitable<http::Response> serve_relayed(Ctx& c, Stage stage,
     settle_relayed(c, stage, w, o);
     co_return settled();
   };
-  Try t = co_await attempt_loop(c, unavailable(std::string(stage_words(stage))), attempt);
+  Status none = unavailable("no " + std::string(routing::stage_worker(stage)) + " is available");
+  Try t = co_await attempt_loop(c, std::move(none), attempt);
   co_return answer_of(c, std::move(t));
 }
 
@@ -184,7 +173,7 @@ net::awaitable<http::Response> serve_vllm(Ctx& c, Picked first) {
     if (!p.worker) co_return no_worker(p);
     const Worker w = *p.worker;
     http::Request up = upstream_request(c.request, c.spec.request_id, prefill_request);
-    auto answer = co_await c.upstream.fetch(*w.endpoint, std::move(up));
+    auto answer = co_await c.upstream.fetch(*w.endpoint, std::move(up), c.spec.deadline);
     p.hold->call_ended();
     if (!answer.ok() &&
         (c.out.client_gone() || answer.error().status.code() == StatusCode::kCancelled)) {
@@ -252,9 +241,9 @@ struct Fetched {
 };
 
 net::awaitable<Fetched> fetch_value(Upstream* upstream, const http::Endpoint* to,
-                                    http::Request up) {
+                                    http::Request up, Nanos deadline) {
   Fetched f;
-  auto answer = co_await upstream->fetch(*to, std::move(up));
+  auto answer = co_await upstream->fetch(*to, std::move(up), deadline);
   if (answer.ok()) {
     f.answer = std::move(answer.value());
   } else {
@@ -264,11 +253,12 @@ net::awaitable<Fetched> fetch_value(Upstream* upstream, const http::Endpoint* to
 }
 
 net::awaitable<PrefillCheck> sglang_prefill(Upstream* upstream, const http::Endpoint* to,
-                                            http::Request up, const Downstream* out,
+                                            http::Request up, Nanos deadline,
+                                            const Downstream* out,
                                             PairCalls* pair) {
   co_await net::this_coro::throw_if_cancelled(false);
   PrefillCheck c;
-  auto call = fetch_value(upstream, to, std::move(up));
+  auto call = fetch_value(upstream, to, std::move(up), deadline);
   auto stop = until_stopped(&pair->prefill_stop, &pair->prefill_stopped);
   auto first = co_await (std::move(call) || std::move(stop));
   if (first.index() == 1 || std::get<0>(first).error.code() == StatusCode::kCancelled) {
@@ -352,7 +342,8 @@ net::awaitable<PairResult> run_pair(Ctx& c, const Worker& prefill, Hold* prefill
                                  std::move(fo), &pair);
   auto prefill_op =
       sglang_prefill(&c.upstream, prefill.endpoint,
-                     upstream_request(c.request, c.spec.request_id, body), &c.out, &pair);
+                     upstream_request(c.request, c.spec.request_id, body), c.spec.deadline,
+                     &c.out, &pair);
   auto both = std::move(decode_op) && std::move(prefill_op);
   auto [outcome, check] = co_await std::move(both);
   prefill_hold->call_ended();

@@ -41,6 +41,7 @@ struct Call {
   std::string body;
   std::string request_id;
   bool cancelled = false;  // a kHang call that was stopped
+  Nanos deadline = Nanos::max();  // fetch: the deadline the call was given
 };
 
 // Workers by port; each call takes the port's next act (the last one repeats).
@@ -101,8 +102,10 @@ class ScriptedUpstream final : public Upstream {
   }
 
   net::awaitable<http::ClientResult<http::Response>> fetch(const http::Endpoint& to,
-                                                           http::Request request) override {
+                                                           http::Request request,
+                                                           Nanos deadline) override {
     const size_t i = record(to, request, false);
+    calls[i].deadline = deadline;
     clock_.advance(call_time_);
     switch (next(to.port)) {
       case Act::kRefuse:
@@ -476,6 +479,21 @@ TEST_F(ExchangeTest, VllmPrefillsThenRelaysTheDecodeWithTheTransferParams) {
                     "ended d1 200 relayed completed", "release p1"}));
 }
 
+// The whole-answer prefill call is bounded by the request's deadline like every relayed call
+// (a silent prefill worker cannot hold a request past it).
+TEST_F(ExchangeTest, VllmThePrefillCallGetsTheRequestsDeadline) {
+  spec.split = true;
+  spec.deadline = Nanos(7s);
+  owner.add("p1", Stage::kPrefill);
+  owner.add("d1", Stage::kDecode);
+  upstream.script(owner.port("p1"), {Act::kAnswer}, kPrefillAnswer);
+  upstream.script(owner.port("d1"), {Act::kAnswer}, "data: tokens\n\n");
+  run();
+  ASSERT_EQ(upstream.calls.size(), 2u);
+  EXPECT_FALSE(upstream.calls[0].relayed);
+  EXPECT_EQ(upstream.calls[0].deadline, Nanos(7s));
+}
+
 TEST_F(ExchangeTest, VllmAFailedPrefillWorkerIsReplacedByOneThatSpeaksVllm) {
   spec.split = true;
   owner.add("p1", Stage::kPrefill);
@@ -581,6 +599,23 @@ TEST_F(SglangExchangeTest, BothWorkersGetOneBodyWithTheBootstrapServerAndRoom) {
                     "prefill_done p1", "slot_free p1", "slot_free d1", "release p1", "release d1",
                     "call_ended prefill p1 success 200", "call_ended decode d1 success 200",
                     "ended d1 200 relayed completed"}));
+}
+
+TEST_F(SglangExchangeTest, ThePrefillCallGetsTheRequestsDeadline) {
+  spec.deadline = Nanos(7s);
+  pair({"p1"}, {"d1"});
+  upstream.script(owner.port("p1"), {Act::kAnswer}, R"({"choices":[]})");
+  upstream.script(owner.port("d1"), {Act::kAnswer}, "data: t\n\n");
+  run();
+  ASSERT_EQ(upstream.calls.size(), 2u);
+  size_t fetched = 0;
+  for (const Call& call : upstream.calls) {
+    if (call.relayed) continue;
+    ++fetched;
+    EXPECT_EQ(call.deadline, Nanos(7s));
+  }
+  EXPECT_EQ(fetched, 1u);
+  EXPECT_EQ(out.body, "data: t\n\n");
 }
 
 TEST_F(SglangExchangeTest, APrefillFailureBeforeTheFirstByteStopsTheDecodeAndRetriesThePair) {

@@ -59,8 +59,12 @@ net::awaitable<ForwardOutcome> HttpUpstream::relay(const http::Endpoint& to, htt
 }
 
 net::awaitable<http::ClientResult<http::Response>> HttpUpstream::fetch(const http::Endpoint& to,
-                                                                       http::Request request) {
-  return client_.request(to, std::move(request));
+                                                                       http::Request request,
+                                                                       Nanos deadline) {
+  auto answer = co_await client_.request(to, std::move(request), steady_deadline(deadline, clock_));
+  if (answer.ok()) co_return answer;
+  co_return http::ClientError{at_deadline(answer.error().status, deadline, clock_),
+                              answer.error().before_first_byte};
 }
 
 std::string_view forward_result_name(ForwardResult result) {

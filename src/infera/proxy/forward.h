@@ -110,9 +110,11 @@ class Upstream {
   // One call whose answer is relayed to the client (forward()).
   virtual net::awaitable<ForwardOutcome> relay(const http::Endpoint& to, http::Request request,
                                                Downstream& out, ForwardOptions options) = 0;
-  // One call whose whole answer comes back to the spine (a prefill call).
+  // One call whose whole answer comes back to the spine (a prefill call); no wait of it runs
+  // past `deadline` (on the clock the spine was given).
   virtual net::awaitable<http::ClientResult<http::Response>> fetch(const http::Endpoint& to,
-                                                                   http::Request request) = 0;
+                                                                   http::Request request,
+                                                                   Nanos deadline) = 0;
 };
 
 class HttpUpstream final : public Upstream {
@@ -121,7 +123,8 @@ class HttpUpstream final : public Upstream {
   net::awaitable<ForwardOutcome> relay(const http::Endpoint& to, http::Request request,
                                        Downstream& out, ForwardOptions options) override;
   net::awaitable<http::ClientResult<http::Response>> fetch(const http::Endpoint& to,
-                                                           http::Request request) override;
+                                                           http::Request request,
+                                                           Nanos deadline) override;
 
  private:
   http::Client& client_;

@@ -13,6 +13,15 @@ std::string_view stage_name(Stage stage) {
   return "?";
 }
 
+std::string_view stage_worker(Stage stage) {
+  switch (stage) {
+    case Stage::kPrefill: return "prefill worker";
+    case Stage::kDecode: return "decode worker";
+    case Stage::kAggregated: break;
+  }
+  return "worker";
+}
+
 Result<std::unique_ptr<Router>> Router::create(RouterOptions options, kv::KvIndex& index,
                                                kv::ActiveLoad& load, kv::PredictedBlocks* predicted,
                                                const kv::EngineSignals* signals) {

@@ -31,6 +31,8 @@ namespace infera::routing {
 
 enum class Stage { kAggregated, kPrefill, kDecode };
 std::string_view stage_name(Stage stage);
+// The workers of a stage in a user-facing message: "worker", "prefill worker", "decode worker".
+std::string_view stage_worker(Stage stage);
 
 struct RouterOptions {
   std::string policy = "kv-aware";
