@@ -19,8 +19,8 @@
 #if INFERA_WITH_TOKENIZER
 #include "infera/tokenizer/tokenize_command.h"
 #endif
-#if INFERA_WITH_ENGINE && __has_include("infera/engine/commands.h")
-#include "infera/engine/commands.h"
+#if INFERA_WITH_MOCK && __has_include("infera/mock/commands.h")
+#include "infera/mock/commands.h"
 #define INFERA_ENGINE_COMMAND 1
 #endif
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "infera/engine/openai_api.h"
-#include "infera/engine/text_codec.h"
 #include "infera/gateway/openai_request.h"
+#include "infera/mock/openai_api.h"
+#include "infera/mock/text_codec.h"
 #include "infera/tokenizer/prompt_encoder.h"
 
 namespace infera {

@@ -19,7 +19,7 @@
 
 #include "infera/common/status.h"
 #include "infera/engine/block_hasher.h"
-#include "infera/engine/openai_api.h"
+#include "infera/mock/openai_api.h"
 #include "infera/tokenizer/chat_prompt.h"
 
 namespace infera::engine {

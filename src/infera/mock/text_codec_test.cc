@@ -1,4 +1,4 @@
-#include "infera/engine/text_codec.h"
+#include "infera/mock/text_codec.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "infera/common/metrics.h"
-#include "infera/engine/vllm_metrics.h"
+#include "infera/mock/vllm_metrics.h"
 
 namespace infera::engine {
 namespace {

@@ -1,4 +1,4 @@
-#include "infera/engine/kv_transfer.h"
+#include "infera/mock/kv_transfer.h"
 
 #include <gtest/gtest.h>
 

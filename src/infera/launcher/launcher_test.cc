@@ -3,7 +3,7 @@
 // PATH records its argv and environment and execs `infera engine mock` with the same settings,
 // so the launcher waits for a real /health, registers in a real etcd, forwards SIGTERM and
 // exits with the engine's status.
-#include "infera/engine/launcher.h"
+#include "infera/launcher/launcher.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "infera/engine/commands.h"
+#include "infera/mock/commands.h"
 
 #include <chrono>
 #include <csignal>
@@ -8,8 +8,8 @@
 
 #include "infera/common/log.h"
 #include "infera/common/signals.h"
-#include "infera/engine/launcher.h"
-#include "infera/engine/mock_server.h"
+#include "infera/launcher/launcher.h"
+#include "infera/mock/mock_server.h"
 
 namespace infera::engine {
 namespace {

@@ -1,4 +1,4 @@
-#include "infera/engine/launcher.h"
+#include "infera/launcher/launcher.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -19,11 +19,11 @@
 #include "infera/common/subprocess.h"
 #include "infera/config/flags.h"
 #include "infera/discovery/etcd.h"
-#include "infera/engine/worker_record.h"
 #include "infera/events/endpoint.h"
 #include "infera/http/client.h"
 #include "infera/http/event_loop.h"
 #include "infera/http/net.h"
+#include "infera/launcher/worker_record.h"
 
 namespace infera::engine {
 namespace json = boost::json;

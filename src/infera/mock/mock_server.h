@@ -15,9 +15,9 @@
 
 #include "infera/common/status.h"
 #include "infera/discovery/worker.h"
-#include "infera/engine/engine_runner.h"
-#include "infera/engine/mock_options.h"
 #include "infera/http/server.h"
+#include "infera/mock/engine_runner.h"
+#include "infera/mock/mock_options.h"
 
 namespace infera::engine {
 

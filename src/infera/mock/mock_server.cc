@@ -1,4 +1,4 @@
-#include "infera/engine/mock_server.h"
+#include "infera/mock/mock_server.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,17 +14,17 @@
 #include "infera/common/log.h"
 #include "infera/common/random.h"
 #include "infera/discovery/etcd.h"
-#include "infera/engine/kv_transfer.h"
-#include "infera/engine/openai_api.h"
-#include "infera/engine/text_codec.h"
-#include "infera/engine/vllm_metrics.h"
-#include "infera/engine/worker_record.h"
 #include "infera/events/endpoint.h"
 #include "infera/events/publisher.h"
 #include "infera/http/client.h"
 #include "infera/http/error.h"
 #include "infera/http/event_loop.h"
 #include "infera/http/sse.h"
+#include "infera/launcher/worker_record.h"
+#include "infera/mock/kv_transfer.h"
+#include "infera/mock/openai_api.h"
+#include "infera/mock/text_codec.h"
+#include "infera/mock/vllm_metrics.h"
 
 namespace infera::engine {
 namespace {

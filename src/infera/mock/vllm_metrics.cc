@@ -1,4 +1,4 @@
-#include "infera/engine/vllm_metrics.h"
+#include "infera/mock/vllm_metrics.h"
 
 #include <string>
 #include <utility>

@@ -18,7 +18,7 @@
 
 #include "infera/common/status.h"
 #include "infera/discovery/worker.h"
-#include "infera/engine/mock_options.h"
+#include "infera/launcher/kv_events_config.h"
 
 namespace infera::engine {
 

@@ -1,4 +1,4 @@
-#include "infera/engine/worker_record.h"
+#include "infera/launcher/worker_record.h"
 
 #include "infera/config/flags.h"
 

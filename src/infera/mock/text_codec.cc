@@ -1,4 +1,4 @@
-#include "infera/engine/text_codec.h"
+#include "infera/mock/text_codec.h"
 
 #include <xxhash.h>
 

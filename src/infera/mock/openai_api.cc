@@ -1,4 +1,4 @@
-#include "infera/engine/openai_api.h"
+#include "infera/mock/openai_api.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "infera/engine/mock_options.h"
+#include "infera/mock/mock_options.h"
 
 #include <gtest/gtest.h>
 

@@ -19,8 +19,8 @@
 #include "infera/common/subprocess.h"
 #include "infera/discovery/etcd.h"
 #include "infera/engine/engine_core.h"
-#include "infera/engine/text_codec.h"
 #include "infera/http/net.h"
+#include "infera/mock/text_codec.h"
 
 #include <boost/asio/use_future.hpp>
 #include "infera/http/test_support.h"

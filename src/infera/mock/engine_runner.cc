@@ -1,4 +1,4 @@
-#include "infera/engine/engine_runner.h"
+#include "infera/mock/engine_runner.h"
 
 #include <chrono>
 #include <future>

@@ -11,7 +11,7 @@
 
 #include "infera/common/metrics.h"
 #include "infera/engine/engine_config.h"
-#include "infera/engine/engine_runner.h"
+#include "infera/mock/engine_runner.h"
 
 namespace infera::engine {
 

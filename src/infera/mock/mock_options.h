@@ -1,7 +1,8 @@
 // MockOptions: every setting of `infera engine mock` (docs/contracts.md section 2: vLLM's flag
 // names are a contract), parsed from flags and validated once at startup by parse_mock_flags; vLLM's
-// --kv-events-config JSON is parsed into KvEventsConfig with vLLM's exact keys. Plain values:
-// built on the main thread, immutable afterwards, readable from any thread.
+// --kv-events-config JSON is parsed into KvEventsConfig with vLLM's exact keys
+// (launcher/kv_events_config.h, shared with the launchers). Plain values: built on the main
+// thread, immutable afterwards, readable from any thread.
 #pragma once
 
 #include <cstdint>
@@ -14,34 +15,11 @@
 #include "infera/common/status.h"
 #include "infera/discovery/worker.h"
 #include "infera/engine/engine_config.h"
-#include "infera/engine/openai_api.h"
 #include "infera/events/encoder.h"
+#include "infera/launcher/kv_events_config.h"
+#include "infera/mock/openai_api.h"
 
 namespace infera::engine {
-
-// vLLM's KVEventsConfig (vllm/config/kv_events.py), the keys of --kv-events-config.
-struct KvEventsConfig {
-  bool enable_kv_cache_events = false;
-  std::string publisher = "zmq";  // "zmq" or "null"
-  std::string endpoint = "tcp://*:5557";
-  std::string replay_endpoint;  // empty: no replay socket (vLLM's None)
-  uint32_t buffer_steps = 10000;
-  uint32_t hwm = 100000;
-  uint32_t max_queue_size = 100000;
-  std::string topic;
-};
-
-// The configuration `--enable-kv-events` alone stands for (docs/contracts.md section 2): vLLM's
-// documented serving example, with a replay socket and the topic "kv-events".
-KvEventsConfig default_enabled_kv_events_config();
-
-// Parses the JSON of --kv-events-config. Keys missing from the object keep vLLM's defaults
-// (endpoint tcp://*:5557, no replay, topic ""); an unknown key or a wrong type is an error.
-Result<KvEventsConfig> parse_kv_events_config(std::string_view json);
-
-// The "kv_connector" of vLLM's --kv-transfer-config JSON ("" when absent); not an object, or a
-// connector that is not a string, is an error. Other keys are the engine's business.
-Result<std::string> parse_kv_transfer_connector(std::string_view json);
 
 struct MockOptions {
   // Model identity: --model (alias --model-path) and --served-model-name (default: the model).

@@ -1,7 +1,7 @@
 // The mock engine in-process on real loopback sockets (ephemeral ports): the OpenAI API as
 // vLLM serves it, prefix-cache hits in usage, bad input, /metrics, /tokenize, KV events on a
 // real ZMQ SUB socket, and client disconnects aborting requests in the core.
-#include "infera/engine/mock_server.h"
+#include "infera/mock/mock_server.h"
 
 #include <gtest/gtest.h>
 
