@@ -10,8 +10,11 @@
 #include <vector>
 
 #include "infera/version.h"
-#if INFERA_WITH_BENCH
-#include "infera/bench/commands.h"
+#if INFERA_WITH_SIM
+#include "infera/sim/commands.h"
+#endif
+#if INFERA_WITH_LOADGEN
+#include "infera/loadgen/commands.h"
 #endif
 #if INFERA_WITH_GATEWAY
 #include "infera/gateway/gateway.h"
@@ -35,12 +38,15 @@ struct Subcommand {
   const char* issue;  // where it is being built, until it exists
 };
 
-#if INFERA_WITH_BENCH
+#if INFERA_WITH_SIM
 constexpr Run kSim = infera::bench::run_sim_command;
+#else
+constexpr Run kSim = nullptr;
+#endif
+#if INFERA_WITH_LOADGEN
 constexpr Run kBench = infera::bench::run_bench_command;
 constexpr Run kDemo = infera::bench::run_demo_command;
 #else
-constexpr Run kSim = nullptr;
 constexpr Run kBench = nullptr;
 constexpr Run kDemo = nullptr;
 #endif

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <string>
 
-#include "infera/bench/report.h"
-#include "infera/bench/workload.h"
 #include "infera/common/status.h"
+#include "infera/sim/report.h"
+#include "infera/sim/workload.h"
 
 namespace infera::bench {
 

@@ -1,12 +1,12 @@
-#include "infera/bench/plot.h"
+#include "infera/sim/plot.h"
 
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "infera/bench/plot_report_py.h"  // generated: kPlotReportPy
 #include "infera/common/subprocess.h"
+#include "infera/sim/plot_report_py.h"  // generated: kPlotReportPy
 
 namespace infera::bench {
 

@@ -1,4 +1,4 @@
-#include "infera/bench/workload.h"
+#include "infera/sim/workload.h"
 
 #include <algorithm>
 #include <boost/json.hpp>

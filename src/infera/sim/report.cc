@@ -1,4 +1,4 @@
-#include "infera/bench/report.h"
+#include "infera/sim/report.h"
 
 #include <algorithm>
 #include <cmath>

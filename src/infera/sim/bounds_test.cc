@@ -1,4 +1,4 @@
-#include "infera/bench/bounds.h"
+#include "infera/sim/bounds.h"
 
 #include <gtest/gtest.h>
 

@@ -1,13 +1,13 @@
-#include "infera/bench/bounds.h"
+#include "infera/sim/bounds.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "infera/bench/report.h"
 #include "infera/common/check.h"
 #include "infera/common/flat_map.h"
 #include "infera/engine/timing_model.h"
 #include "infera/kv/block_hash.h"
+#include "infera/sim/report.h"
 
 namespace infera::bench {
 namespace {

@@ -15,12 +15,12 @@
 #include <sstream>
 #include <thread>
 
-#include "infera/bench/commands.h"
-#include "infera/bench/http_runner.h"
-#include "infera/bench/plot.h"
 #include "infera/common/subprocess.h"
 #include "infera/config/flags.h"
 #include "infera/http/client.h"
+#include "infera/loadgen/commands.h"
+#include "infera/loadgen/http_runner.h"
+#include "infera/sim/plot.h"
 
 namespace infera::bench {
 namespace {

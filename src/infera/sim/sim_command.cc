@@ -5,13 +5,13 @@
 #include <sstream>
 #include <thread>
 
-#include "infera/bench/bounds.h"
-#include "infera/bench/commands.h"
-#include "infera/bench/plot.h"
-#include "infera/bench/sim.h"
 #include "infera/config/flags.h"
 #include "infera/config/load_model_flags.h"
 #include "infera/routing/load_model.h"
+#include "infera/sim/bounds.h"
+#include "infera/sim/commands.h"
+#include "infera/sim/plot.h"
+#include "infera/sim/sim.h"
 
 namespace infera::bench {
 namespace {

@@ -11,8 +11,8 @@
 
 #include <cstdint>
 
-#include "infera/bench/workload.h"
 #include "infera/engine/engine_config.h"
+#include "infera/sim/workload.h"
 
 namespace infera::bench {
 

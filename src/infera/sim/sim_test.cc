@@ -1,6 +1,6 @@
 // `infera sim` in virtual time: aggregated and disaggregated fleets through the real router and
 // engine core. Small workloads: each test runs in milliseconds, deterministically.
-#include "infera/bench/sim.h"
+#include "infera/sim/sim.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "infera/bench/workload.h"
+#include "infera/sim/workload.h"
 
 #include <gtest/gtest.h>
 

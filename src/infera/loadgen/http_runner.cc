@@ -1,4 +1,4 @@
-#include "infera/bench/http_runner.h"
+#include "infera/loadgen/http_runner.h"
 
 #include <unistd.h>
 

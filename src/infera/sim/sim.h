@@ -16,11 +16,11 @@
 #include <cstdint>
 #include <string_view>
 
-#include "infera/bench/report.h"
-#include "infera/bench/workload.h"
 #include "infera/common/status.h"
 #include "infera/engine/engine_config.h"
 #include "infera/routing/router.h"
+#include "infera/sim/report.h"
+#include "infera/sim/workload.h"
 
 namespace infera::bench {
 

@@ -1,4 +1,4 @@
-#include "infera/bench/sim.h"
+#include "infera/sim/sim.h"
 
 #include <chrono>
 #include <limits>

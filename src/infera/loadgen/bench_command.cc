@@ -7,11 +7,11 @@
 #include <optional>
 #include <thread>
 
-#include "infera/bench/commands.h"
-#include "infera/bench/http_runner.h"
-#include "infera/bench/plot.h"
 #include "infera/common/heap.h"
 #include "infera/config/flags.h"
+#include "infera/loadgen/commands.h"
+#include "infera/loadgen/http_runner.h"
+#include "infera/sim/plot.h"
 
 namespace infera::bench {
 namespace {
