@@ -39,13 +39,13 @@ struct Subcommand {
 };
 
 #if INFERA_WITH_SIM
-constexpr Run kSim = infera::bench::run_sim_command;
+constexpr Run kSim = infera::sim::run_sim_command;
 #else
 constexpr Run kSim = nullptr;
 #endif
 #if INFERA_WITH_LOADGEN
-constexpr Run kBench = infera::bench::run_bench_command;
-constexpr Run kDemo = infera::bench::run_demo_command;
+constexpr Run kBench = infera::loadgen::run_bench_command;
+constexpr Run kDemo = infera::loadgen::run_demo_command;
 #else
 constexpr Run kBench = nullptr;
 constexpr Run kDemo = nullptr;
@@ -61,7 +61,7 @@ constexpr Run kTokenize = infera::tokenizer::run_tokenize_command;
 constexpr Run kTokenize = nullptr;
 #endif
 #if INFERA_ENGINE_COMMAND
-constexpr Run kEngine = infera::engine::run_engine_command;
+constexpr Run kEngine = infera::mock::run_engine_command;
 #else
 constexpr Run kEngine = nullptr;
 #endif

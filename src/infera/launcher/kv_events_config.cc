@@ -4,7 +4,7 @@
 #include <boost/json/value.hpp>
 #include <limits>
 
-namespace infera::engine {
+namespace infera::launcher {
 namespace json = boost::json;
 
 KvEventsConfig default_enabled_kv_events_config() {
@@ -105,4 +105,4 @@ Result<KvEventsConfig> parse_kv_events_config(std::string_view text) {
   return c;
 }
 
-}  // namespace infera::engine
+}  // namespace infera::launcher

@@ -12,7 +12,7 @@
 
 #include "infera/common/status.h"
 
-namespace infera::engine {
+namespace infera::launcher {
 
 // vLLM's KVEventsConfig (vllm/config/kv_events.py), the keys of --kv-events-config.
 struct KvEventsConfig {
@@ -38,4 +38,4 @@ Result<KvEventsConfig> parse_kv_events_config(std::string_view json);
 // connector that is not a string, is an error. Other keys are the engine's business.
 Result<std::string> parse_kv_transfer_connector(std::string_view json);
 
-}  // namespace infera::engine
+}  // namespace infera::launcher

@@ -25,7 +25,7 @@
 #include "infera/http/net.h"
 #include "infera/launcher/worker_record.h"
 
-namespace infera::engine {
+namespace infera::launcher {
 namespace json = boost::json;
 using std::chrono::milliseconds;
 
@@ -690,4 +690,4 @@ int run_launcher(EngineKind kind, std::span<const std::string> args) {
   return run.serve();
 }
 
-}  // namespace infera::engine
+}  // namespace infera::launcher

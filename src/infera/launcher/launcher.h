@@ -20,7 +20,7 @@
 #include "infera/discovery/worker.h"
 #include "infera/launcher/kv_events_config.h"
 
-namespace infera::engine {
+namespace infera::launcher {
 
 enum class EngineKind { kVllm, kSglang };
 std::string_view engine_kind_name(EngineKind kind);  // "vllm", "sglang"
@@ -89,4 +89,4 @@ std::string format_dry_run(const LaunchPlan& plan);
 // failed, 2 for bad usage).
 int run_launcher(EngineKind kind, std::span<const std::string> args);
 
-}  // namespace infera::engine
+}  // namespace infera::launcher

@@ -31,7 +31,7 @@
 #include "tests/support/etcd_reader.h"
 #include "tests/support/fake_engines.h"
 
-namespace infera::engine {
+namespace infera::launcher {
 namespace {
 
 using std::chrono::milliseconds;
@@ -513,4 +513,4 @@ TEST_F(LauncherE2eTest, EngineThatNeverBecomesHealthyIsStoppedAtTheDeadline) {
 }
 
 }  // namespace
-}  // namespace infera::engine
+}  // namespace infera::launcher

@@ -2,7 +2,7 @@
 
 #include "infera/config/flags.h"
 
-namespace infera::engine {
+namespace infera::launcher {
 
 bool is_wildcard_host(std::string_view host) {
   return host == "0.0.0.0" || host == "::" || host == "[::]" || host == "*";
@@ -67,4 +67,4 @@ Status validate_registration_flags(const std::string& backend, const std::string
   return ok_status();
 }
 
-}  // namespace infera::engine
+}  // namespace infera::launcher

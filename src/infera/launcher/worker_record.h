@@ -11,7 +11,7 @@
 #include "infera/common/status.h"
 #include "infera/discovery/worker.h"
 
-namespace infera::engine {
+namespace infera::launcher {
 
 // The host put into registered URLs and endpoints: `host`, or 127.0.0.1 when `host` is a
 // wildcard (0.0.0.0, ::, [::], *).
@@ -48,4 +48,4 @@ discovery::WorkerInfo make_worker_record(const WorkerRecordParams& params);
 Status validate_registration_flags(const std::string& backend, const std::string& etcd_endpoint,
                                    uint32_t lease_ttl_s);
 
-}  // namespace infera::engine
+}  // namespace infera::launcher

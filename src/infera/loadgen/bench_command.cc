@@ -13,7 +13,19 @@
 #include "infera/loadgen/http_runner.h"
 #include "infera/sim/plot.h"
 
-namespace infera::bench {
+namespace infera::loadgen {
+
+using sim::format_table;
+using sim::load_mooncake_trace;
+using sim::make_workload;
+using sim::PolicyReport;
+using sim::RunReport;
+using sim::to_json;
+using sim::TraceOptions;
+using sim::Workload;
+using sim::WorkloadOptions;
+using sim::write_plots;
+
 namespace {
 
 // What the soak watches of a process on this machine (the server under test).
@@ -517,4 +529,4 @@ int run_bench_command(std::span<const std::string> args) {
   return run_bench(flags);
 }
 
-}  // namespace infera::bench
+}  // namespace infera::loadgen

@@ -6,9 +6,9 @@
 #include <span>
 #include <string>
 
-namespace infera::bench {
+namespace infera::loadgen {
 
 int run_bench_command(std::span<const std::string> args);
 int run_demo_command(std::span<const std::string> args);
 
-}  // namespace infera::bench
+}  // namespace infera::loadgen

@@ -22,7 +22,16 @@
 #include "infera/loadgen/http_runner.h"
 #include "infera/sim/plot.h"
 
-namespace infera::bench {
+namespace infera::loadgen {
+
+using sim::format_table;
+using sim::make_workload;
+using sim::PolicyReport;
+using sim::RunReport;
+using sim::to_json;
+using sim::WorkloadOptions;
+using sim::write_plots;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -284,4 +293,4 @@ int run_demo_command(std::span<const std::string> args) {
   return clean ? 0 : 1;
 }
 
-}  // namespace infera::bench
+}  // namespace infera::loadgen

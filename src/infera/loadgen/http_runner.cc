@@ -18,7 +18,13 @@
 #include "infera/http/net.h"
 #include "infera/http/sse.h"
 
-namespace infera::bench {
+namespace infera::loadgen {
+
+using sim::Dependencies;
+using sim::RequestSpec;
+using sim::RunRecorder;
+using sim::Workload;
+
 namespace json = boost::json;
 namespace {
 
@@ -547,4 +553,4 @@ Result<HttpRunResult> run_http(const Workload& workload, const HttpRunOptions& o
   return result;
 }
 
-}  // namespace infera::bench
+}  // namespace infera::loadgen

@@ -15,7 +15,7 @@
 #include "infera/sim/report.h"
 #include "infera/sim/workload.h"
 
-namespace infera::bench {
+namespace infera::loadgen {
 
 struct HttpRunOptions {
   std::string url;                // http://host:port of the server (or an engine)
@@ -33,10 +33,10 @@ struct HttpRunOptions {
 };
 
 struct HttpRunResult {
-  PolicyReport report;
+  sim::PolicyReport report;
   std::string server_policy;  // what the server reported, when known
 };
 
-Result<HttpRunResult> run_http(const Workload& workload, const HttpRunOptions& options);
+Result<HttpRunResult> run_http(const sim::Workload& workload, const HttpRunOptions& options);
 
-}  // namespace infera::bench
+}  // namespace infera::loadgen

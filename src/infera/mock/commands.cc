@@ -11,7 +11,11 @@
 #include "infera/launcher/launcher.h"
 #include "infera/mock/mock_server.h"
 
-namespace infera::engine {
+namespace infera::mock {
+
+using launcher::EngineKind;
+using launcher::run_launcher;
+
 namespace {
 
 constexpr const char* kUsage =
@@ -90,4 +94,4 @@ int run_engine_command(std::span<const std::string> args) {
   return 2;
 }
 
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -6,10 +6,10 @@
 #include <span>
 #include <string>
 
-namespace infera::engine {
+namespace infera::mock {
 
 // args: everything after `engine`, e.g. {"mock", "--port", "0"}. Returns the process exit code:
 // 0 after a graceful stop, 1 when startup failed, 2 for bad usage.
 int run_engine_command(std::span<const std::string> args);
 
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -11,7 +11,18 @@
 #include "infera/events/publisher.h"
 #include "infera/http/net.h"
 
-namespace infera::engine {
+namespace infera::mock {
+
+using engine::effective_max_model_len;
+using engine::EngineConfig;
+using engine::EngineCore;
+using engine::FinishReason;
+using engine::kTtftBucketsSeconds;
+using engine::RequestId;
+using engine::RequestOutput;
+using engine::RequestSpec;
+using engine::StepOutput;
+
 namespace {
 
 // Steps delivered per turn on the strand before it yields to other work queued on the loop
@@ -444,4 +455,4 @@ void EngineRunner::stop() {
   ran.wait();
 }
 
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -29,11 +29,11 @@ namespace infera::events {
 class KvEventPublisher;
 }  // namespace infera::events
 
-namespace infera::engine {
+namespace infera::mock {
 
 // One choice of an HTTP request: one core request.
 struct ChoiceSpec {
-  std::vector<TokenId> prompt;
+  std::vector<engine::TokenId> prompt;
   uint32_t max_tokens = 16;
   uint32_t min_tokens = 0;
   bool ignore_eos = false;
@@ -45,11 +45,11 @@ struct ChoiceSpec {
 // A token of one choice, in the order the engine produced them.
 struct ChoiceOutput {
   uint32_t choice = 0;
-  TokenId token = 0;
+  engine::TokenId token = 0;
   uint32_t index = 0;  // output position; 0 is the first token
   uint32_t prompt_tokens = 0;
   uint32_t cached_tokens = 0;
-  FinishReason finish = FinishReason::kNone;
+  engine::FinishReason finish = engine::FinishReason::kNone;
   // The last output of a hold_kv choice: the blocks it holds (vLLM's remote_block_ids).
   std::vector<uint32_t> held_blocks;
 };
@@ -71,7 +71,7 @@ class RequestStream {
   net::awaitable<Status> next(std::vector<ChoiceOutput>& out);
   bool all_finished() const;
   // The core request of `choice` (for EngineRunner::release_held).
-  RequestId core_id(uint32_t choice) const;
+  engine::RequestId core_id(uint32_t choice) const;
   // Aborts every unfinished choice in the core (idempotent).
   void abort();
 
@@ -81,7 +81,7 @@ class RequestStream {
 
 // What /metrics reports, refreshed after every delivery on the engine strand.
 struct RunnerSnapshot {
-  EngineMetrics engine;
+  engine::EngineMetrics engine;
   uint64_t kv_event_batches = 0;  // published
   uint64_t kv_event_drops = 0;    // refused by a full publisher queue
   double lag_seconds = 0;         // how far the model's time is behind the clock at delivery
@@ -91,14 +91,14 @@ class EngineRunner {
  public:
   // `config` must pass validate(). `publisher` (optional) receives each step's events and must
   // outlive the runner. Histograms of vLLM's request metrics go into `registry`.
-  EngineRunner(boost::asio::io_context& io, EngineConfig config,
+  EngineRunner(boost::asio::io_context& io, engine::EngineConfig config,
                events::KvEventPublisher* publisher, metrics::Registry& registry,
                const metrics::Labels& labels);
   ~EngineRunner();  // stop()
   EngineRunner(const EngineRunner&) = delete;
   EngineRunner& operator=(const EngineRunner&) = delete;
 
-  const EngineConfig& config() const { return config_; }
+  const engine::EngineConfig& config() const { return config_; }
   uint32_t max_model_len() const { return max_model_len_; }
 
   // Queues the choices (validated by the caller: non-empty prompts that fit max_model_len) and
@@ -112,7 +112,7 @@ class EngineRunner {
   RunnerSnapshot snapshot() const;
 
   // Frees the blocks a finished hold_kv request holds (they stay cached). Any thread.
-  void release_held(RequestId id);
+  void release_held(engine::RequestId id);
 
   // Fails every open stream with kUnavailable and stops the timer. Blocks until the strand
   // ran it (the loop must be running). Idempotent.
@@ -121,9 +121,9 @@ class EngineRunner {
   struct Impl;
 
  private:
-  EngineConfig config_;
+  engine::EngineConfig config_;
   uint32_t max_model_len_;
   std::shared_ptr<Impl> impl_;
 };
 
-}  // namespace infera::engine
+}  // namespace infera::mock

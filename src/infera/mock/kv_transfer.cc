@@ -5,7 +5,10 @@
 
 #include "infera/http/net.h"
 
-namespace infera::engine {
+namespace infera::mock {
+
+using engine::RequestId;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -207,4 +210,4 @@ net::awaitable<Result<uint32_t>> KvTransfers::take(std::string key, bool wait_fo
 
 size_t KvTransfers::pending() const { return impl_->pending_offers.load(); }
 
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -23,7 +23,7 @@ namespace boost::asio {
 class io_context;
 }  // namespace boost::asio
 
-namespace infera::engine {
+namespace infera::mock {
 
 class KvTransfers {
  public:
@@ -33,7 +33,7 @@ class KvTransfers {
   };
   // `release` frees a core request's held blocks (EngineRunner::release_held).
   KvTransfers(boost::asio::io_context& io, Options options,
-              std::function<void(RequestId)> release);
+              std::function<void(engine::RequestId)> release);
   ~KvTransfers();
   KvTransfers(const KvTransfers&) = delete;
   KvTransfers& operator=(const KvTransfers&) = delete;
@@ -43,7 +43,7 @@ class KvTransfers {
   // blocks were taken, or DeadlineExceeded (released) when the timeout passed first, or
   // Cancelled (released) when the caller was cancelled. FailedPrecondition for a key already
   // on offer (the new blocks are released).
-  net::awaitable<Status> offer(std::string key, RequestId id, uint32_t blocks,
+  net::awaitable<Status> offer(std::string key, engine::RequestId id, uint32_t blocks,
                                bool wait_until_taken);
 
   // Takes `key`'s blocks (freeing them here) and returns how many there were. With
@@ -60,4 +60,4 @@ class KvTransfers {
   std::shared_ptr<Impl> impl_;
 };
 
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -9,7 +9,10 @@
 #include "infera/http/event_loop.h"
 #include "infera/http/net.h"
 
-namespace infera::engine {
+namespace infera::mock {
+
+using engine::RequestId;
+
 namespace {
 
 using std::chrono::milliseconds;
@@ -101,4 +104,4 @@ TEST_F(KvTransfersTest, ASecondOfferOfAKeyIsRefusedAndReleased) {
 }
 
 }  // namespace
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -27,7 +27,13 @@
 #include "tests/support/etcd_process.h"
 #include "tests/support/etcd_reader.h"
 
-namespace infera::engine {
+namespace infera::mock {
+
+using engine::EngineConfig;
+using engine::EngineCore;
+using engine::StepOutput;
+using engine::TokenId;
+
 namespace {
 
 using http::testing::RawConn;
@@ -359,4 +365,4 @@ TEST(MockEngineE2eTest, EtcdRecordLivesWithTheEngine) {
 }
 
 }  // namespace
-}  // namespace infera::engine
+}  // namespace infera::mock

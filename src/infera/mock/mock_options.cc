@@ -6,7 +6,15 @@
 #include "infera/config/flags.h"
 #include "infera/launcher/worker_record.h"
 
-namespace infera::engine {
+namespace infera::mock {
+
+using launcher::default_advertise_host;
+using launcher::default_enabled_kv_events_config;
+using launcher::KvEventsConfig;
+using launcher::parse_kv_events_config;
+using launcher::parse_kv_transfer_connector;
+using launcher::validate_registration_flags;
+
 namespace {
 
 Status validate(const MockOptions& o) {
@@ -274,4 +282,4 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
   return std::move(o);
 }
 
-}  // namespace infera::engine
+}  // namespace infera::mock

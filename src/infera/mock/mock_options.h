@@ -19,7 +19,7 @@
 #include "infera/launcher/kv_events_config.h"
 #include "infera/mock/openai_api.h"
 
-namespace infera::engine {
+namespace infera::mock {
 
 struct MockOptions {
   // Model identity: --model (alias --model-path) and --served-model-name (default: the model).
@@ -40,11 +40,11 @@ struct MockOptions {
   // The core model: --block-size/--page-size, --num-gpu-blocks, --max-num-seqs,
   // --max-num-batched-tokens, --max-model-len, --speedup-ratio, --seed, --hash-seed,
   // --enable-prefix-caching.
-  EngineConfig engine;
+  engine::EngineConfig engine;
 
   // KV events: set when events are enabled (--enable-kv-events and/or --kv-events-config with
   // enable_kv_cache_events true and publisher "zmq").
-  std::optional<KvEventsConfig> kv_events;
+  std::optional<launcher::KvEventsConfig> kv_events;
   events::WireFormat kv_events_format = events::WireFormat::kVllmMap;
 
   // Discovery: static (nothing to do) or etcd (a leased record under etcd_prefix).
@@ -88,4 +88,4 @@ struct MockOptions {
 Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* help_requested,
                                      std::string* help);
 
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
-namespace infera::engine {
+namespace infera::mock {
+
+using launcher::parse_kv_events_config;
+
 namespace {
 
 Result<MockOptions> parse(std::vector<std::string> args) {
@@ -213,4 +216,4 @@ TEST(MockOptionsTest, HelpListsTheFlags) {
 }
 
 }  // namespace
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -26,7 +26,15 @@
 #include "infera/mock/text_codec.h"
 #include "infera/mock/vllm_metrics.h"
 
-namespace infera::engine {
+namespace infera::mock {
+
+using engine::EngineConfig;
+using engine::FinishReason;
+using engine::RequestId;
+using engine::TokenId;
+using launcher::make_worker_record;
+using launcher::WorkerRecordParams;
+
 namespace {
 
 constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
@@ -702,4 +710,4 @@ void MockEngine::shutdown(std::chrono::milliseconds drain) {
   if (p.loop) p.loop->stop();
 }
 
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -19,7 +19,7 @@
 #include "infera/mock/engine_runner.h"
 #include "infera/mock/mock_options.h"
 
-namespace infera::engine {
+namespace infera::mock {
 
 class MockEngine {
  public:
@@ -54,4 +54,4 @@ class MockEngine {
   bool shut_down_ = false;
 };
 
-}  // namespace infera::engine
+}  // namespace infera::mock

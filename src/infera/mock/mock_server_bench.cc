@@ -31,7 +31,7 @@
 #include "infera/http/net.h"
 #include "infera/http/sse.h"
 
-namespace infera::engine {
+namespace infera::mock {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -264,6 +264,6 @@ BENCHMARK(BM_MockEngineStreams)
     ->Unit(benchmark::kSecond);
 
 }  // namespace
-}  // namespace infera::engine
+}  // namespace infera::mock
 
 BENCHMARK_MAIN();

@@ -22,7 +22,7 @@
 #include "infera/http/test_support.h"
 #include "infera/tokenizer/tokenizer.h"
 
-namespace infera::engine {
+namespace infera::mock {
 namespace {
 
 namespace json = boost::json;
@@ -702,4 +702,4 @@ TEST(MockServerTest, GracefulShutdownLetsAStreamFinish) {
 }
 
 }  // namespace
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -12,7 +12,12 @@
 #include "infera/http/error.h"
 #include "infera/http/sse.h"
 
-namespace infera::engine {
+namespace infera::mock {
+
+using engine::finish_reason_name;
+using engine::FinishReason;
+using engine::TokenId;
+
 namespace {
 
 namespace json = boost::json;
@@ -557,4 +562,4 @@ std::string tokenize_response(const std::vector<TokenId>& ids, uint32_t max_mode
   return out;
 }
 
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -18,14 +18,14 @@
 #include "infera/engine/engine_core.h"
 #include "infera/tokenizer/chat_prompt.h"
 
-namespace infera::engine {
+namespace infera::mock {
 
 enum class ApiKind : uint8_t { kCompletions, kChat };
 
 // One completions prompt: text, or token ids.
 struct PromptInput {
   std::optional<std::string> text;
-  std::vector<TokenId> ids;
+  std::vector<engine::TokenId> ids;
 };
 
 struct GenerateRequest {
@@ -81,8 +81,8 @@ struct TokenizeRequest {
 Result<TokenizeRequest> parse_tokenize_request(std::string_view body, std::string* param = nullptr);
 
 // POST /detokenize (vLLM): {"tokens": [...]}.
-Result<std::vector<TokenId>> parse_detokenize_request(std::string_view body,
-                                                      std::string* param = nullptr);
+Result<std::vector<engine::TokenId>> parse_detokenize_request(std::string_view body,
+                                                              std::string* param = nullptr);
 
 // ---------------------------------------------------------------------------------------------
 // Responses
@@ -102,7 +102,7 @@ struct Usage {
 
 struct ChoiceResult {
   std::string text;
-  FinishReason finish = FinishReason::kNone;
+  engine::FinishReason finish = engine::FinishReason::kNone;
 };
 
 // A whole (non-streamed) response. kv_transfer_params: a JSON object or "" (null).
@@ -118,8 +118,9 @@ class StreamChunks {
   // One event for choice `index`: a text delta (completions) or a content delta (chat), with
   // finish_reason when `finish` is set. `usage` adds vLLM's continuous usage stats; `usage_null`
   // writes "usage":null (OpenAI's shape when include_usage is on).
-  void append_delta(std::string& out, uint32_t index, std::string_view text, FinishReason finish,
-                    bool usage_null, const Usage* usage = nullptr) const;
+  void append_delta(std::string& out, uint32_t index, std::string_view text,
+                    engine::FinishReason finish, bool usage_null,
+                    const Usage* usage = nullptr) const;
   // The chat stream's first event of a choice: {"delta":{"role":"assistant","content":""}}.
   void append_role(std::string& out, uint32_t index, bool usage_null) const;
   // The final usage event ("choices": []).
@@ -142,7 +143,7 @@ std::string models_response(std::string_view served_name, std::string_view root,
                             uint32_t max_model_len, int64_t created,
                             std::span<const LoraModule> adapters = {});
 // POST /tokenize answer; token_strs null unless given.
-std::string tokenize_response(const std::vector<TokenId>& ids, uint32_t max_model_len,
+std::string tokenize_response(const std::vector<engine::TokenId>& ids, uint32_t max_model_len,
                               const std::vector<std::string>* token_strs);
 
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -6,7 +6,11 @@
 #include <boost/json/value.hpp>
 #include <string>
 
-namespace infera::engine {
+namespace infera::mock {
+
+using engine::FinishReason;
+using engine::TokenId;
+
 namespace {
 
 namespace json = boost::json;
@@ -287,4 +291,4 @@ TEST(OpenAiResponseTest, ModelsAndTokenizeShapes) {
 }
 
 }  // namespace
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -12,7 +12,10 @@
 #include "infera/tokenizer/prompt_encoder.h"
 #include "infera/tokenizer/tokenizer.h"
 
-namespace infera::engine {
+namespace infera::mock {
+
+using engine::TokenId;
+
 namespace {
 
 namespace json = boost::json;
@@ -288,4 +291,4 @@ std::string OutputDetokenizer::flush() {
   return new_text;
 }
 
-}  // namespace infera::engine
+}  // namespace infera::mock

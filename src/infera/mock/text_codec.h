@@ -22,29 +22,31 @@
 #include "infera/mock/openai_api.h"
 #include "infera/tokenizer/chat_prompt.h"
 
-namespace infera::engine {
+namespace infera::mock {
 
 class TextCodec {
  public:
   virtual ~TextCodec() = default;
 
   // Token ids of `text`; add_special_tokens applies the post-processor (a leading BOS).
-  virtual std::vector<TokenId> encode(std::string_view text, bool add_special_tokens) const = 0;
+  virtual std::vector<engine::TokenId> encode(std::string_view text,
+                                              bool add_special_tokens) const = 0;
   // Token ids of a chat request's prompt: tokenizer::PromptEncoder::encode_chat (the gateway's
   // ids exactly), or ChatML for the synthetic codec. Errors are answered 400: InvalidArgument
   // for a template error or a continue_final_message that cannot be applied,
   // FailedPrecondition for a model without a chat template.
-  virtual Result<std::vector<TokenId>> encode_chat(const tokenizer::ChatPrompt& chat) const = 0;
+  virtual Result<std::vector<engine::TokenId>> encode_chat(
+      const tokenizer::ChatPrompt& chat) const = 0;
   // Text of `ids` (special tokens skipped).
-  virtual std::string decode(std::span<const TokenId> ids) const = 0;
+  virtual std::string decode(std::span<const engine::TokenId> ids) const = 0;
   // The vocabulary's string for one id (vLLM token_strs), or nullopt.
-  virtual std::optional<std::string> token_string(TokenId id) const = 0;
+  virtual std::optional<std::string> token_string(engine::TokenId id) const = 0;
 
   // Ids in [0, vocab_size()) are valid prompt ids; generated ids are drawn from that range.
   virtual uint32_t vocab_size() const = 0;
   // InvalidArgument naming the first id outside the vocabulary.
-  Status check_ids(std::span<const TokenId> ids) const;
-  virtual TokenId eos_token_id() const = 0;
+  Status check_ids(std::span<const engine::TokenId> ids) const;
+  virtual engine::TokenId eos_token_id() const = 0;
   // Each token's text is independent of its neighbours (the synthetic codec): the detokenizer
   // then needs no context window.
   virtual bool independent_tokens() const { return false; }
@@ -59,11 +61,11 @@ Result<std::unique_ptr<TextCodec>> load_tokenizer_codec(std::string_view path_or
 
 // The codec of an engine started without --tokenizer. vocab_size and eos_token_id come from the
 // engine configuration.
-std::unique_ptr<TextCodec> make_synthetic_codec(uint32_t vocab_size, TokenId eos_token_id);
+std::unique_ptr<TextCodec> make_synthetic_codec(uint32_t vocab_size, engine::TokenId eos_token_id);
 
 // One prompt of a request, ready for the core, with the text `echo` puts before the output.
 struct PreparedPrompt {
-  std::vector<TokenId> ids;
+  std::vector<engine::TokenId> ids;
   std::string echo_text;
 };
 
@@ -84,15 +86,15 @@ class OutputDetokenizer {
   explicit OutputDetokenizer(const TextCodec& codec) : codec_(codec) {}
 
   // The text that `token` adds (possibly empty).
-  std::string next(TokenId token);
+  std::string next(engine::TokenId token);
   // Whatever was held back, at the end of the request.
   std::string flush();
 
  private:
   const TextCodec& codec_;
-  std::vector<TokenId> ids_;
+  std::vector<engine::TokenId> ids_;
   size_t prefix_offset_ = 0;  // start of the context window
   size_t read_offset_ = 0;    // tokens whose text was already emitted
 };
 
-}  // namespace infera::engine
+}  // namespace infera::mock

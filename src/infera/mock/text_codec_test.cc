@@ -10,7 +10,11 @@
 #include "infera/common/metrics.h"
 #include "infera/mock/vllm_metrics.h"
 
-namespace infera::engine {
+namespace infera::mock {
+
+using engine::EngineConfig;
+using engine::TokenId;
+
 namespace {
 
 namespace json = boost::json;
@@ -152,4 +156,4 @@ TEST(VllmMetricsTest, ExposesVllmNamesAndBlockSize) {
 }
 
 }  // namespace
-}  // namespace infera::engine
+}  // namespace infera::mock

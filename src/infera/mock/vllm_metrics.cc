@@ -3,7 +3,10 @@
 #include <string>
 #include <utility>
 
-namespace infera::engine {
+namespace infera::mock {
+
+using engine::EngineConfig;
+using engine::EngineMetrics;
 
 void add_vllm_collector(metrics::Registry& registry, std::function<RunnerSnapshot()> snapshot,
                         const EngineConfig& config, const metrics::Labels& labels) {
@@ -89,4 +92,4 @@ void add_vllm_collector(metrics::Registry& registry, std::function<RunnerSnapsho
   });
 }
 
-}  // namespace infera::engine
+}  // namespace infera::mock

@@ -13,10 +13,10 @@
 #include "infera/engine/engine_config.h"
 #include "infera/mock/engine_runner.h"
 
-namespace infera::engine {
+namespace infera::mock {
 
 // `labels`: {{"model_name", NAME}, {"engine", "0"}}.
 void add_vllm_collector(metrics::Registry& registry, std::function<RunnerSnapshot()> snapshot,
-                        const EngineConfig& config, const metrics::Labels& labels);
+                        const engine::EngineConfig& config, const metrics::Labels& labels);
 
-}  // namespace infera::engine
+}  // namespace infera::mock

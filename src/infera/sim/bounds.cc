@@ -9,7 +9,7 @@
 #include "infera/kv/block_hash.h"
 #include "infera/sim/report.h"
 
-namespace infera::bench {
+namespace infera::sim {
 namespace {
 
 // An LRU set of block hashes: a flat map from hash to a slot of an intrusive list.
@@ -132,4 +132,4 @@ TtftQuantiles ttft_lower_bound(const Workload& workload, const engine::EngineCon
   return TtftQuantiles{quantile(ttft_ms, 0.5), quantile(ttft_ms, 0.9), quantile(ttft_ms, 0.99)};
 }
 
-}  // namespace infera::bench
+}  // namespace infera::sim

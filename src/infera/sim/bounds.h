@@ -14,7 +14,7 @@
 #include "infera/engine/engine_config.h"
 #include "infera/sim/workload.h"
 
-namespace infera::bench {
+namespace infera::sim {
 
 double infinite_cache_hit_ratio(const Workload& workload, uint32_t block_size);
 double pooled_lru_hit_ratio(const Workload& workload, uint32_t block_size, uint64_t capacity_blocks);
@@ -25,4 +25,4 @@ struct TtftQuantiles {
 // The engine's block size, step token budget (chunked prefill) and speed-up ratio apply.
 TtftQuantiles ttft_lower_bound(const Workload& workload, const engine::EngineConfig& engine);
 
-}  // namespace infera::bench
+}  // namespace infera::sim

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace infera::bench {
+namespace infera::sim {
 namespace {
 
 RequestSpec req(uint64_t id, std::vector<uint32_t> prompt) {
@@ -52,4 +52,4 @@ TEST(BoundsTest, LruNeverBeatsInfinite) {
 }
 
 }  // namespace
-}  // namespace infera::bench
+}  // namespace infera::sim

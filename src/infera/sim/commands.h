@@ -6,8 +6,8 @@
 #include <span>
 #include <string>
 
-namespace infera::bench {
+namespace infera::sim {
 
 int run_sim_command(std::span<const std::string> args);
 
-}  // namespace infera::bench
+}  // namespace infera::sim

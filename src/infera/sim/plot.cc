@@ -8,7 +8,7 @@
 #include "infera/common/subprocess.h"
 #include "infera/sim/plot_report_py.h"  // generated: kPlotReportPy
 
-namespace infera::bench {
+namespace infera::sim {
 
 Status write_plots(std::string_view report_json, const std::string& prefix) {
   const auto dir = std::filesystem::temp_directory_path();
@@ -36,4 +36,4 @@ Status write_plots(std::string_view report_json, const std::string& prefix) {
   return ok_status();
 }
 
-}  // namespace infera::bench
+}  // namespace infera::sim

@@ -8,9 +8,9 @@
 
 #include "infera/common/status.h"
 
-namespace infera::bench {
+namespace infera::sim {
 
 // Writes <prefix>-ttft-cdf.png, <prefix>-hit-ratio.png and <prefix>-load.png.
 Status write_plots(std::string_view report_json, const std::string& prefix);
 
-}  // namespace infera::bench
+}  // namespace infera::sim

@@ -6,7 +6,7 @@
 
 #include <boost/json.hpp>
 
-namespace infera::bench {
+namespace infera::sim {
 
 double quantile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
@@ -192,4 +192,4 @@ std::string format_table(const RunReport& report) {
   return out;
 }
 
-}  // namespace infera::bench
+}  // namespace infera::sim

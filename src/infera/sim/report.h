@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace infera::bench {
+namespace infera::sim {
 
 struct PolicyReport {
   double hit_ratio = 0;  // cached prompt tokens / prompt tokens over the run
@@ -101,4 +101,4 @@ std::string to_json(const RunReport& report);
 // A fixed-width table, one row per policy, for stdout.
 std::string format_table(const RunReport& report);
 
-}  // namespace infera::bench
+}  // namespace infera::sim

@@ -17,7 +17,7 @@
 #include "infera/kv/index.h"
 #include "infera/kv/predicted_blocks.h"
 
-namespace infera::bench {
+namespace infera::sim {
 namespace {
 
 constexpr Nanos kNever = Nanos(std::numeric_limits<int64_t>::max());
@@ -336,4 +336,4 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
   return result;
 }
 
-}  // namespace infera::bench
+}  // namespace infera::sim

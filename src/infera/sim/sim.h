@@ -22,7 +22,7 @@
 #include "infera/sim/report.h"
 #include "infera/sim/workload.h"
 
-namespace infera::bench {
+namespace infera::sim {
 
 struct SimOptions {
   uint32_t workers = 8;  // aggregated fleet; ignored when the fleet is disaggregated
@@ -56,4 +56,4 @@ bool disaggregated(const SimOptions& options);
 Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
                            std::string_view policy);
 
-}  // namespace infera::bench
+}  // namespace infera::sim

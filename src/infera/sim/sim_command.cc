@@ -13,7 +13,7 @@
 #include "infera/sim/plot.h"
 #include "infera/sim/sim.h"
 
-namespace infera::bench {
+namespace infera::sim {
 namespace {
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -348,4 +348,4 @@ int run_sim_command(std::span<const std::string> args) {
   return report_runs(*workload, flags, *runs, simulate_runs(*workload, *runs, flags.threads));
 }
 
-}  // namespace infera::bench
+}  // namespace infera::sim

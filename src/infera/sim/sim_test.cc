@@ -6,7 +6,7 @@
 
 #include <numeric>
 
-namespace infera::bench {
+namespace infera::sim {
 namespace {
 
 Workload families(uint32_t requests, uint32_t groups, uint64_t seed = 3) {
@@ -141,4 +141,4 @@ TEST(SimTest, HiddenTrafficBypassesTheRouter) {
 }
 
 }  // namespace
-}  // namespace infera::bench
+}  // namespace infera::sim

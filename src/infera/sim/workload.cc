@@ -10,7 +10,7 @@
 
 #include "infera/common/random.h"
 
-namespace infera::bench {
+namespace infera::sim {
 namespace {
 
 constexpr uint32_t kTokenBase = 1000;
@@ -508,4 +508,4 @@ Result<Workload> load_mooncake_trace(const std::filesystem::path& path, const Tr
   return w;
 }
 
-}  // namespace infera::bench
+}  // namespace infera::sim

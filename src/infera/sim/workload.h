@@ -16,7 +16,7 @@
 
 #include "infera/common/status.h"
 
-namespace infera::bench {
+namespace infera::sim {
 
 // A prompt as the recipe that makes it: runs of synthetic tokens (synth_tokens(key, count);
 // a run of `count` is the first `count` tokens of any longer run of the same key), after
@@ -133,4 +133,4 @@ Result<Workload> load_mooncake_trace(const std::filesystem::path& path, const Tr
 // range that is ordinary text in the tokenizers infera is tested with (no special tokens).
 void synth_tokens(uint64_t key, size_t count, std::vector<uint32_t>& out);
 
-}  // namespace infera::bench
+}  // namespace infera::sim

@@ -10,7 +10,7 @@
 #include <numeric>
 #include <set>
 
-namespace infera::bench {
+namespace infera::sim {
 namespace {
 
 size_t common_prefix(const Prompt& pa, const Prompt& pb) {
@@ -507,4 +507,4 @@ TEST(SharedTraceTest, LoadsTheRepositoryTrace) {
 }
 
 }  // namespace
-}  // namespace infera::bench
+}  // namespace infera::sim
