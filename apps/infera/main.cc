@@ -10,8 +10,11 @@
 #include <vector>
 
 #include "infera/version.h"
-#if INFERA_WITH_BENCH
-#include "infera/bench/commands.h"
+#if INFERA_WITH_SIM
+#include "infera/sim/commands.h"
+#endif
+#if INFERA_WITH_LOADGEN
+#include "infera/loadgen/commands.h"
 #endif
 #if INFERA_WITH_GATEWAY
 #include "infera/gateway/gateway.h"
@@ -19,8 +22,8 @@
 #if INFERA_WITH_TOKENIZER
 #include "infera/tokenizer/tokenize_command.h"
 #endif
-#if INFERA_WITH_ENGINE && __has_include("infera/engine/commands.h")
-#include "infera/engine/commands.h"
+#if INFERA_WITH_MOCK && __has_include("infera/mock/commands.h")
+#include "infera/mock/commands.h"
 #define INFERA_ENGINE_COMMAND 1
 #endif
 
@@ -35,12 +38,15 @@ struct Subcommand {
   const char* issue;  // where it is being built, until it exists
 };
 
-#if INFERA_WITH_BENCH
-constexpr Run kSim = infera::bench::run_sim_command;
-constexpr Run kBench = infera::bench::run_bench_command;
-constexpr Run kDemo = infera::bench::run_demo_command;
+#if INFERA_WITH_SIM
+constexpr Run kSim = infera::sim::run_sim_command;
 #else
 constexpr Run kSim = nullptr;
+#endif
+#if INFERA_WITH_LOADGEN
+constexpr Run kBench = infera::loadgen::run_bench_command;
+constexpr Run kDemo = infera::loadgen::run_demo_command;
+#else
 constexpr Run kBench = nullptr;
 constexpr Run kDemo = nullptr;
 #endif
@@ -55,7 +61,7 @@ constexpr Run kTokenize = infera::tokenizer::run_tokenize_command;
 constexpr Run kTokenize = nullptr;
 #endif
 #if INFERA_ENGINE_COMMAND
-constexpr Run kEngine = infera::engine::run_engine_command;
+constexpr Run kEngine = infera::mock::run_engine_command;
 #else
 constexpr Run kEngine = nullptr;
 #endif

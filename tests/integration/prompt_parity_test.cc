@@ -1,5 +1,5 @@
 // One prompt path (issue 21): for the same request body, the token ids the simulated engine
-// computes (engine::parse_generate_request, then engine::prepare_prompts through the tokenizer
+// computes (mock::parse_generate_request, then mock::prepare_prompts through the tokenizer
 // codec, as `infera engine mock --tokenizer` runs them; and its /tokenize parse) equal the ids
 // the gateway hashes (gateway::parse_openai_request, then gateway::encode_prompt), on the real
 // tokenizer files of the tokenizer_models fixture: Qwen3 and Llama 3 (templates that expect
@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "infera/engine/openai_api.h"
-#include "infera/engine/text_codec.h"
 #include "infera/gateway/openai_request.h"
+#include "infera/mock/openai_api.h"
+#include "infera/mock/text_codec.h"
 #include "infera/tokenizer/prompt_encoder.h"
 
 namespace infera {
@@ -24,13 +24,13 @@ namespace {
 const std::string kModelsDir = INFERA_MODELS_DIR;
 
 struct Model {
-  std::unique_ptr<engine::TextCodec> codec;           // the engine's
+  std::unique_ptr<mock::TextCodec> codec;             // the engine's
   std::unique_ptr<tokenizer::PromptEncoder> encoder;  // the gateway's
 };
 
 Model load(const std::string& name) {
   Model m;
-  auto codec = engine::load_tokenizer_codec(kModelsDir + "/" + name);
+  auto codec = mock::load_tokenizer_codec(kModelsDir + "/" + name);
   EXPECT_TRUE(codec.ok()) << name << ": " << codec.status().to_string();
   if (codec.ok()) m.codec = std::move(*codec);
   auto encoder = tokenizer::PromptEncoder::load(kModelsDir + "/" + name);
@@ -39,22 +39,22 @@ Model load(const std::string& name) {
   return m;
 }
 
-Result<std::vector<uint32_t>> engine_ids(const engine::TextCodec& codec, bool chat,
+Result<std::vector<uint32_t>> engine_ids(const mock::TextCodec& codec, bool chat,
                                          const std::string& body) {
   std::string param;
   INFERA_ASSIGN_OR_RETURN(
-      engine::GenerateRequest r,
-      engine::parse_generate_request(chat ? engine::ApiKind::kChat : engine::ApiKind::kCompletions,
-                                     body, &param));
-  INFERA_ASSIGN_OR_RETURN(std::vector<engine::PreparedPrompt> prompts,
-                          engine::prepare_prompts(codec, r, &param));
+      mock::GenerateRequest r,
+      mock::parse_generate_request(chat ? mock::ApiKind::kChat : mock::ApiKind::kCompletions, body,
+                                   &param));
+  INFERA_ASSIGN_OR_RETURN(std::vector<mock::PreparedPrompt> prompts,
+                          mock::prepare_prompts(codec, r, &param));
   return std::move(prompts.at(0).ids);
 }
 
 // The engine's POST /tokenize of a chat body (mock_server.cc: parse, then encode_chat).
-Result<std::vector<uint32_t>> engine_tokenize_ids(const engine::TextCodec& codec,
+Result<std::vector<uint32_t>> engine_tokenize_ids(const mock::TextCodec& codec,
                                                   const std::string& body) {
-  INFERA_ASSIGN_OR_RETURN(engine::TokenizeRequest r, engine::parse_tokenize_request(body));
+  INFERA_ASSIGN_OR_RETURN(mock::TokenizeRequest r, mock::parse_tokenize_request(body));
   return codec.encode_chat(r.chat);
 }
 
@@ -207,7 +207,7 @@ TEST_F(PromptParityTest, BothRejectTheSameChatPrompts) {
   for (const auto& [body, field] : cases) {
     SCOPED_TRACE(body);
     std::string engine_param, gateway_param;
-    auto e = engine::parse_generate_request(engine::ApiKind::kChat, body, &engine_param);
+    auto e = mock::parse_generate_request(mock::ApiKind::kChat, body, &engine_param);
     auto g =
         gateway::parse_openai_request(gateway::ApiKind::kChatCompletions, body, {}, &gateway_param);
     ASSERT_FALSE(e.ok());
