@@ -45,7 +45,7 @@ inline constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
 // cancellation does not follow the call to the other executor. Boost 1.81's co_spawn forwards it
 // through a handler that is freed when the call ends as the signal comes (ASan,
 // heap-use-after-free in cancellation_signal::emit, 2026-12-01); callers that must stop such a
-// call post the stop themselves (engine/kv_transfer.cc).
+// call post the stop themselves (mock/kv_transfer.cc).
 inline auto use_awaitable_uncancelled() {
   return net::bind_cancellation_slot(net::cancellation_slot(), net::use_awaitable);
 }
