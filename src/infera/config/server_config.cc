@@ -34,13 +34,16 @@ Status validate(const ServerConfig& c) {
       INFERA_RETURN_IF_ERROR(parse_host_port(c.etcd_endpoint).status());
       break;
     case DiscoveryBackend::kKubernetes:
-      return unimplemented("--discovery-backend k8s is not supported yet (use static or etcd)");
+      return unimplemented("--discovery-backend " + std::string(name(c.discovery_backend)) +
+                           " is not supported yet (use static or etcd)");
   }
-  if (c.request_transport == RequestTransport::kNats) {
-    return unimplemented("--request-transport nats is not supported yet (use http)");
+  if (c.request_transport != RequestTransport::kHttp) {
+    return unimplemented("--request-transport " + std::string(name(c.request_transport)) +
+                         " is not supported yet (use http)");
   }
-  if (c.kv_event_transport == KvEventTransport::kNats) {
-    return unimplemented("--kv-event-transport nats is not supported yet (use zmq)");
+  if (c.kv_event_transport != KvEventTransport::kZmq) {
+    return unimplemented("--kv-event-transport " + std::string(name(c.kv_event_transport)) +
+                         " is not supported yet (use zmq)");
   }
   if (c.max_body_bytes < 1024) return invalid_argument("--max-body-bytes must be >= 1024");
   if (c.max_header_bytes < 1024) return invalid_argument("--max-header-bytes must be >= 1024");

@@ -297,8 +297,6 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
       .kv("port", impl->server->port())
       .kv("policy", config.router_policy)
       .kv("discovery", g.source->describe())
-      .kv("requests_over", config::name(config.request_transport))
-      .kv("kv_events_over", config::name(config.kv_event_transport))
       .kv("block_size", config.block_size)
       .kv("io_threads", config.io_threads)
       .kv("allocator", heap_allocator());
