@@ -22,7 +22,9 @@ namespace infera::http {
 // Connection and exchange state (named namespace: ResponseWriter::State refers to it).
 namespace server_internal {
 
-constexpr size_t kReadBytes = 4096;                        // first read of a request
+// First read of a request: room for the headers and a typical body (a 1,000-token prompt is
+// 5-7 KiB), so that one recvmsg takes both; the buffer keeps its capacity between requests.
+constexpr size_t kReadBytes = size_t{16} * 1024;
 constexpr size_t kMaxIdleBufferBytes = size_t{16} * 1024;  // shrink a keep-alive buffer beyond this
 constexpr size_t kMaxLingerBytes = size_t{1024} * 1024;    // drained after an error answer, at most
 constexpr int kAcceptBurst = 64;                           // connections taken per accept-loop turn
@@ -46,7 +48,13 @@ struct Connection {
   const uint64_t id;
   bool busy = false;         // strand only: a request is being read or served
   bool client_gone = false;  // strand only: EOF/reset seen while the handler ran, or a failed write
-  bool peer_closed = false;  // strand only: EOF/reset read as the handler ended; no keep-alive
+  bool in_handler = false;   // strand only: the route's handler is running
+  bool peer_closed = false;  // strand only: EOF/reset seen by the watch after the handler ended
+  bool watching = false;     // strand only: the client-gone peek is pending on the socket
+  char peeked = 0;           // the watch's one-byte peek buffer (never consumed)
+  // Bound to the session coroutine: emitted (terminal) when the client leaves while the handler
+  // runs, it reaches the handler's pending operation.
+  net::cancellation_signal handler_cancel;
 };
 
 }  // namespace server_internal
@@ -216,10 +224,10 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   void start_session(tcp::socket socket);
   // `self` keeps the server state alive for as long as the connection's coroutine frame exists.
   net::awaitable<void> session(std::shared_ptr<Impl> self, std::shared_ptr<Connection> conn);
-  net::awaitable<bool> serve_one(Connection& conn);
+  net::awaitable<bool> serve_one(const std::shared_ptr<Connection>& conn_ptr);
   net::awaitable<Response> run_handler(const Handler& handler, Request& request,
                                        ResponseWriter& writer, ResponseWriter::State& state);
-  net::awaitable<void> watch_client(Connection& conn);
+  static void watch_client(const std::shared_ptr<Connection>& conn);
   net::awaitable<bool> write_response(Connection& conn, Response response, bool keep_alive,
                                       unsigned version, bool head = false);
   net::awaitable<void> reject(Connection& conn, const RequestError& error);
@@ -302,8 +310,15 @@ void Server::Impl::start_session(tcp::socket socket) {
   }
   accepted.fetch_add(1, std::memory_order_relaxed);
   auto executor = conn->stream.get_executor();
-  net::co_spawn(executor, session(shared_from_this(), std::move(conn)),
-                [](const std::exception_ptr& e) { log_escaped(e, "connection"); });
+  // The session's cancellation slot is the connection's: the client-gone watch cancels the
+  // handlers through it (asio keeps one cancellation state per spawned coroutine, shared by the
+  // coroutines it awaits). The completion holds the connection: the state refers to its signal
+  // until the spawned coroutine's last step.
+  auto slot = conn->handler_cancel.slot();
+  net::co_spawn(executor, session(shared_from_this(), conn),
+                net::bind_cancellation_slot(slot, [conn](const std::exception_ptr& e) {
+                  log_escaped(e, "connection");
+                }));
 }
 
 void Server::Impl::remove(uint64_t id) {
@@ -315,6 +330,9 @@ void Server::Impl::remove(uint64_t id) {
 net::awaitable<void> Server::Impl::session(std::shared_ptr<Impl> self,
                                            std::shared_ptr<Connection> conn) {
   (void)self;
+  // Cancellation (client gone) reaches a handler as operation_aborted results of its pending
+  // operation, never as an exception thrown at its next co_await.
+  co_await net::this_coro::throw_if_cancelled(false);
   bool first = true;
   try {
     for (;;) {
@@ -334,7 +352,7 @@ net::awaitable<void> Server::Impl::session(std::shared_ptr<Impl> self,
       }
       first = false;
       conn->busy = true;
-      if (!co_await serve_one(*conn) || conn->peer_closed) break;
+      if (!co_await serve_one(conn) || conn->peer_closed) break;
     }
   } catch (const std::exception& e) {
     // Allocation failure or a Beast precondition: close this connection, keep the server.
@@ -344,7 +362,8 @@ net::awaitable<void> Server::Impl::session(std::shared_ptr<Impl> self,
   remove(conn->id);
 }
 
-net::awaitable<bool> Server::Impl::serve_one(Connection& conn) {
+net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& conn_ptr) {
+  Connection& conn = *conn_ptr;
   wire::RequestParser parser;
   wire::configure(parser, limits);
   conn.stream.expires_after(options.header_timeout);
@@ -406,9 +425,12 @@ net::awaitable<bool> Server::Impl::serve_one(Connection& conn) {
   const bool chunked = version == 11;
   ResponseWriter::State state{conn, options, draining, keep_alive && chunked, chunked};
   ResponseWriter writer(state);
-  // Run the handler while watching the socket: whichever ends first cancels the other.
+  // Run the handler while watching the socket: a client that leaves cancels the handler.
   conn.stream.expires_never();
-  auto outcome = co_await (run_handler(*handler, request, writer, state) || watch_client(conn));
+  conn.in_handler = true;
+  watch_client(conn_ptr);
+  Response response = co_await run_handler(*handler, request, writer, state);
+  conn.in_handler = false;
   if (conn.client_gone) {
     disconnects.fetch_add(1, std::memory_order_relaxed);
     co_return false;
@@ -418,7 +440,6 @@ net::awaitable<bool> Server::Impl::serve_one(Connection& conn) {
     if (!state.failed && !state.finished) (void)co_await writer.finish();
     co_return !state.failed && state.keep_alive && !draining.load();
   }
-  Response response = outcome.index() == 0 ? std::move(std::get<0>(outcome)) : Response{};
   co_return co_await write_response(conn, std::move(response), keep_alive && !draining.load(),
                                     version, head);
 }
@@ -426,9 +447,6 @@ net::awaitable<bool> Server::Impl::serve_one(Connection& conn) {
 net::awaitable<Response> Server::Impl::run_handler(const Handler& handler, Request& request,
                                                    ResponseWriter& writer,
                                                    ResponseWriter::State& state) {
-  // Cancellation (client gone) reaches the handler as operation_aborted results of its pending
-  // operation, never as an exception thrown at its next co_await.
-  co_await net::this_coro::throw_if_cancelled(false);
   bool failed = false;
   try {
     co_return co_await handler(request, writer);
@@ -444,35 +462,33 @@ net::awaitable<Response> Server::Impl::run_handler(const Handler& handler, Reque
   co_return error_response(internal_error("request handler failed"));
 }
 
-net::awaitable<void> Server::Impl::watch_client(Connection& conn) {
-  co_await net::this_coro::throw_if_cancelled(false);
-  if (conn.buffer.size() < options.max_header_bytes) {
-    auto [ec, n] = co_await conn.stream.socket().async_read_some(
-        conn.buffer.prepare(server_internal::kReadBytes), use_nothrow);
-    if (ec) {
-      const net::cancellation_state cs = co_await net::this_coro::cancellation_state;
-      // Not cancelled by the finished handler: EOF, a reset, or a close by shutdown().
-      if (cs.cancelled() == net::cancellation_type::none) {
-        conn.client_gone = true;
-      } else if (ec != net::error::operation_aborted) {
-        // The handler ended while this read, already done, waited for the strand: the peer's
-        // EOF or reset was consumed here. Asio's epoll reactor reports readiness once (edge
-        // triggered, and not retried after a short read), so a next read would wait for the
-        // idle timeout in CLOSE-WAIT: the connection ends after this answer instead.
-        conn.peer_closed = true;
-      }
-      co_return;
-    }
-    conn.buffer.commit(n);  // a pipelined request: kept for the next round
-  }
-  // Nothing more to learn from the socket until the handler ends and cancels this wait. If it
-  // already did (its signal went to the read above), a new wait would never be cancelled; the
-  // check and the wait run on the strand with nothing in between.
-  const net::cancellation_state cs = co_await net::this_coro::cancellation_state;
-  if (cs.cancelled() != net::cancellation_type::none) co_return;
-  net::steady_timer forever(co_await net::this_coro::executor,
-                            net::steady_timer::time_point::max());
-  co_await forever.async_wait(use_nothrow);
+// The client-gone watch: a one-byte peek (nothing is consumed: the next request's bytes stay
+// in the socket for the session's own read), started when a handler starts and left pending
+// when it ends. It completes on the socket's next readiness: EOF or a reset while the handler
+// runs (or a close by shutdown()) means the client left, and the handler is cancelled; bytes
+// mean a pipelined request, and the watch ends (nothing more can be learnt without reading
+// them). A watch still pending when the next handler starts serves that one too. EOF seen after
+// the handler ended ends the connection once its answer is written (peer_closed; closed now if
+// the session already waits for a next request): Asio's epoll reactor reports readiness once
+// (edge-triggered, and an empty peek turns its speculative reads off), so the session's own
+// next read would wait for the idle timeout in CLOSE-WAIT. No coroutine and no timer: a plain
+// completion handler on the connection's thread.
+void Server::Impl::watch_client(const std::shared_ptr<Connection>& conn) {
+  if (conn->watching) return;
+  conn->watching = true;
+  conn->stream.socket().async_receive(
+      net::buffer(&conn->peeked, 1), tcp::socket::message_peek,
+      [conn](beast::error_code ec, size_t /*bytes*/) {
+        conn->watching = false;
+        if (!ec) return;
+        if (!conn->in_handler) {
+          conn->peer_closed = true;
+          if (!conn->busy) conn->close();
+          return;
+        }
+        conn->client_gone = true;
+        conn->handler_cancel.emit(net::cancellation_type::terminal);
+      });
 }
 
 net::awaitable<bool> Server::Impl::write_response(Connection& conn, Response response,

@@ -26,9 +26,10 @@
 //   });
 //   INFERA_ASSIGN_OR_RETURN(auto server, Server::start(loop, options, std::move(routes)));
 //
-// Client disconnect: while a handler runs, the server keeps reading the request socket. If the
-// client closes it, writer.client_gone() becomes true and the handler is cancelled (Asio
-// terminal cancellation): its pending cancellable co_await (a Client read or connect, a timer, a
+// Client disconnect: while a handler runs, the server watches the request socket (a pending
+// one-byte peek, no coroutine). If the client closes it, writer.client_gone() becomes true and
+// the handler is cancelled (Asio terminal cancellation, through the connection coroutine's
+// cancellation slot): its pending cancellable co_await (a Client read or connect, a timer, a
 // write) completes with operation_aborted, which the Client reports as kCancelled. A proxy
 // handler therefore releases its upstream without extra code; it should then return promptly.
 // Asio delivers the signal once: Client calls made afterwards fail at once with kCancelled, but
