@@ -13,6 +13,7 @@
 #include "infera/common/check.h"
 #include "infera/common/log.h"
 #include "infera/common/spin_mutex.h"
+#include "infera/http/io.h"
 #include "infera/http/net.h"
 #include "infera/http/wire.h"
 
@@ -217,6 +218,7 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> connect(Client::Pool& pool,
   if (cec) co_return ClientError{exchange_status(cec, "connect", to), true};
   beast::error_code ignored;
   conn->stream.socket().set_option(tcp::no_delay(true), ignored);
+  conn->stream.socket().non_blocking(true, ignored);  // io::write sends at once when it fits
   pool.connects.fetch_add(1, std::memory_order_relaxed);
   co_return std::move(conn);
 }
@@ -247,6 +249,9 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> send_and_read_header(
     std::unique_ptr<Parser>& parser, MakeParser make_parser, SteadyTime deadline) {
   const PoolKey pooled = client_internal::pool_key(co_await net::this_coro::executor, to);
   const std::string& key = pooled.endpoint;
+  // The head and the body go out in one gathered write, the same bytes on every attempt.
+  const std::string head = wire::serialize_head(req.base());
+  const std::array<net::const_buffer, 2> request_bytes{net::buffer(head), net::buffer(req.body())};
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<Conn> conn = attempt == 0 ? pool.take(pooled) : nullptr;
     const bool reused = conn != nullptr;
@@ -264,7 +269,7 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> send_and_read_header(
       co_return ClientError{cancelled("upstream " + key + ": cancelled"), true};
     }
     arm(conn->stream, pool.options.write_timeout, deadline);
-    auto [wec, written] = co_await bhttp::async_write(conn->stream, req, use_nothrow);
+    const beast::error_code wec = co_await io::write(conn->stream, request_bytes);
     if (wec) {
       conn->close();
       if (reused && stale_connection_error(wec)) {
@@ -425,10 +430,40 @@ net::awaitable<Result<std::string_view>> ClientStream::read(SteadyTime deadline)
     s.drop();
     co_return error;
   }
+  // Every chunk already received goes into a piece (up to the buffer), not one chunk per call: a
+  // relay that fell behind catches up with one write instead of one per chunk. (Beast's eager
+  // mode would do this inside async_read_some, but then waits for the socket when the received
+  // bytes end inside a chunk header.) A parse error is reported with the next read, after the
+  // piece's bytes.
+  const auto take_buffered = [&s] {
+    while (!s.parser->is_done() && s.conn->buffer.size() > 0 && s.parser->get().body().size > 0) {
+      beast::error_code more;
+      const size_t used = s.parser->put(s.conn->buffer.data(), more);
+      s.conn->buffer.consume(used);
+      if (more == bhttp::error::need_buffer || more == bhttp::error::need_more) break;
+      if (more) {
+        s.pending_error = exchange_status(more, "reading the response body", s.endpoint);
+        break;
+      }
+      if (used == 0) break;
+    }
+  };
+  auto& body = s.parser->get().body();
+  body.data = s.buffer.data();
+  body.size = s.buffer.size();
+  // What arrived with the header or the previous piece is served without a read (Beast's
+  // async_read_some would post its completion for it: one more event-loop turn).
+  take_buffered();
   for (;;) {
-    auto& body = s.parser->get().body();
-    body.data = s.buffer.data();
-    body.size = s.buffer.size();
+    const size_t got = s.buffer.size() - s.parser->get().body().size;
+    if (s.parser->is_done()) s.complete();
+    if (got > 0 || s.done) co_return std::string_view(s.buffer.data(), got);
+    if (s.pending_error) {
+      const Status error = *s.pending_error;
+      s.pending_error.reset();
+      s.drop();
+      co_return error;
+    }
     arm(s.conn->stream, s.pool->options.read_timeout, deadline);
     auto [ec, n] =
         co_await bhttp::async_read_some(s.conn->stream, s.conn->buffer, *s.parser, use_nothrow);
@@ -437,24 +472,7 @@ net::awaitable<Result<std::string_view>> ClientStream::read(SteadyTime deadline)
       s.drop();
       co_return exchange_status(ec, "reading the response body", s.endpoint);
     }
-    // Every chunk already received goes into this piece too (up to the buffer), not one chunk
-    // per call: a relay that fell behind catches up with one write instead of one per chunk.
-    // (Beast's eager mode would do this inside async_read_some, but then waits for the socket
-    // when the received bytes end inside a chunk header.)
-    while (!s.parser->is_done() && s.conn->buffer.size() > 0 && s.parser->get().body().size > 0) {
-      beast::error_code more;
-      const size_t used = s.parser->put(s.conn->buffer.data(), more);
-      s.conn->buffer.consume(used);
-      if (more == bhttp::error::need_buffer || more == bhttp::error::need_more) break;
-      if (more) {  // reported with the next read, after this piece's bytes
-        s.pending_error = exchange_status(more, "reading the response body", s.endpoint);
-        break;
-      }
-      if (used == 0) break;
-    }
-    const size_t got = s.buffer.size() - s.parser->get().body().size;
-    if (s.parser->is_done()) s.complete();
-    if (got > 0 || s.done) co_return std::string_view(s.buffer.data(), got);
+    take_buffered();
   }
 }
 
@@ -498,6 +516,12 @@ net::awaitable<ClientResult<Response>> Client::request(const Endpoint& to, Reque
   }, deadline);
   if (!sent.ok()) co_return sent.error();
   std::unique_ptr<Conn> conn = std::move(sent.value());
+  beast::error_code buffered_ec;
+  parser->eager(true);
+  if (!wire::parse_buffered(*parser, conn->buffer, buffered_ec) && buffered_ec) {
+    conn->close();
+    co_return ClientError{exchange_status(buffered_ec, "reading the response body", to), false};
+  }
   while (!parser->is_done()) {
     arm(conn->stream, pool.options.read_timeout, deadline);
     auto [ec, n] =

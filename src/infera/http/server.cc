@@ -13,6 +13,7 @@
 #include "infera/common/check.h"
 #include "infera/common/log.h"
 #include "infera/http/error.h"
+#include "infera/http/io.h"
 #include "infera/http/net.h"
 #include "infera/http/wire.h"
 
@@ -150,8 +151,8 @@ net::awaitable<Status> ResponseWriter::write(std::string_view bytes, bool last) 
   if (last && s.chunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
   if (count == 0) co_return ok_status();  // an HTTP/1.0 body ending with nothing left to send
   s.conn.stream.expires_after(s.options.write_timeout);
-  auto [ec, n] = co_await net::async_write(
-      s.conn.stream, std::span<const net::const_buffer>(buffers.data(), count), use_nothrow);
+  const beast::error_code ec = co_await io::write(
+      s.conn.stream, std::span<const net::const_buffer>(buffers.data(), count));
   s.pending_head.clear();
   co_return s.after_write(ec);
 }
@@ -162,7 +163,7 @@ net::awaitable<Status> ResponseWriter::flush() {
   if (s.conn.client_gone || s.failed) co_return cancelled("client disconnected");
   if (s.pending_head.empty()) co_return ok_status();
   s.conn.stream.expires_after(s.options.write_timeout);
-  auto [ec, n] = co_await net::async_write(s.conn.stream, net::buffer(s.pending_head), use_nothrow);
+  const beast::error_code ec = co_await io::write(s.conn.stream, net::buffer(s.pending_head));
   s.pending_head.clear();
   co_return s.after_write(ec);
 }
@@ -298,6 +299,7 @@ net::awaitable<void> Server::Impl::accept_loop() {
 void Server::Impl::start_session(tcp::socket socket) {
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
+  socket.non_blocking(true, ignored);  // io::write sends at once when the socket takes it all
   if (options.socket_send_buffer_bytes > 0) {
     socket.set_option(net::socket_base::send_buffer_size(options.socket_send_buffer_bytes),
                       ignored);
@@ -368,8 +370,16 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
   wire::configure(parser, limits);
   conn.stream.expires_after(options.header_timeout);
   {
-    auto [ec, header_bytes] =
-        co_await bhttp::async_read_header(conn.stream, conn.buffer, parser, use_nothrow);
+    // A header already read whole (the usual case: the session's first read takes 16 KiB) is
+    // parsed here; only a partial one waits for more bytes.
+    beast::error_code ec;
+    size_t header_bytes = 0;
+    if (!wire::parse_buffered(parser, conn.buffer, ec, &header_bytes) && !ec) {
+      auto [rec, n] =
+          co_await bhttp::async_read_header(conn.stream, conn.buffer, parser, use_nothrow);
+      ec = rec;
+      header_bytes = n;
+    }
     std::optional<RequestError> error;
     if (ec) {
       error = wire::classify_request_error(ec, true);
@@ -381,6 +391,12 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
       if (error) co_await reject(conn, *error);
       co_return false;
     }
+  }
+  beast::error_code body_ec;
+  if (!parser.is_done() && !wire::parse_buffered(parser, conn.buffer, body_ec) && body_ec) {
+    const std::optional<RequestError> error = wire::classify_request_error(body_ec, false);
+    if (error) co_await reject(conn, *error);
+    co_return false;
   }
   if (!parser.is_done()) {
     const auto& header = parser.get();
@@ -502,9 +518,12 @@ net::awaitable<bool> Server::Impl::write_response(Connection& conn, Response res
   res.body() = std::move(response.body);
   res.keep_alive(keep_alive);
   res.prepare_payload();
-  if (head) res.body().clear();  // Content-Length of the GET answer, no body
+  // The head and the body in one gathered write (HEAD: the GET answer's Content-Length, no body).
+  const std::string head_bytes = wire::serialize_head(res.base());
+  const std::array<net::const_buffer, 2> buffers{
+      net::buffer(head_bytes), head ? net::const_buffer() : net::buffer(res.body())};
   conn.stream.expires_after(options.write_timeout);
-  auto [ec, n] = co_await bhttp::async_write(conn.stream, res, use_nothrow);
+  const beast::error_code ec = co_await io::write(conn.stream, buffers);
   co_return !ec && keep_alive;
 }
 

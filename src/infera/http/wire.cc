@@ -132,6 +132,20 @@ std::string_view reason_phrase(int status) {
   return bhttp::obsolete_reason(bhttp::int_to_status(static_cast<unsigned>(status)));
 }
 
+namespace {
+
+void append_fields(const bhttp::fields& fields, std::string& out) {
+  for (const auto& field : fields) {
+    out += field.name_string();
+    out += ": ";
+    out += field.value();
+    out += "\r\n";
+  }
+  out += "\r\n";
+}
+
+}  // namespace
+
 std::string serialize_head(const bhttp::response_header<>& head) {
   std::string out;
   out.reserve(192);
@@ -140,13 +154,18 @@ std::string serialize_head(const bhttp::response_header<>& head) {
   out += ' ';
   out += head.reason();
   out += "\r\n";
-  for (const auto& field : head) {
-    out += field.name_string();
-    out += ": ";
-    out += field.value();
-    out += "\r\n";
-  }
-  out += "\r\n";
+  append_fields(head, out);
+  return out;
+}
+
+std::string serialize_head(const bhttp::request_header<>& head) {
+  std::string out;
+  out.reserve(256);
+  out += head.method_string();
+  out += ' ';
+  out += head.target();
+  out += head.version() == 10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n";
+  append_fields(head, out);
   return out;
 }
 

@@ -50,5 +50,33 @@ std::string_view reason_phrase(int status);
 // text ResponseWriter gathers into one write with the first body bytes (Beast's serializer
 // writes a head on its own).
 std::string serialize_head(const bhttp::response_header<>& head);
+// The request line and fields of `head`, ending with the empty line (the client sends it and the
+// body in one gathered write).
+std::string serialize_head(const bhttp::request_header<>& head);
+
+// Feeds the bytes already in `buffer` to `parser`, without I/O, and consumes what it took: true
+// when the parser is done with the part being read (the header while it is not eager, else the
+// whole message; a buffer_body parser also stops when its body buffer is full), false when it
+// needs bytes that have not arrived. A parse error is left in `ec` (need_more and need_buffer
+// are not errors). The bytes taken are added to `*consumed` when given. Beast's async reads do
+// the same first, but post their completion when no read was needed: one more turn of the event
+// loop (a zero-timeout epoll_wait) per read of a request or response that had already arrived.
+template <bool isRequest, class Body>
+bool parse_buffered(bhttp::parser<isRequest, Body>& parser, beast::flat_buffer& buffer,
+                    beast::error_code& ec, size_t* consumed = nullptr) {
+  ec = {};
+  const auto part_done = [&] { return parser.is_done() || (!parser.eager() && parser.is_header_done()); };
+  while (!part_done() && buffer.size() > 0) {
+    const size_t n = parser.put(buffer.data(), ec);
+    buffer.consume(n);
+    if (consumed != nullptr) *consumed += n;
+    if (ec == bhttp::error::need_more || ec == bhttp::error::need_buffer) {
+      ec = {};
+      break;
+    }
+    if (ec || n == 0) break;
+  }
+  return !ec && part_done();
+}
 
 }  // namespace infera::http::wire
