@@ -48,24 +48,26 @@ PoolKey pool_key(const net::any_io_executor& executor, const Endpoint& to) {
 
 struct Conn {
   explicit Conn(const net::any_io_executor& executor, PoolKey pool_key)
-      : stream(executor), key(std::move(pool_key)) {}
+      : socket(executor), deadline(executor, socket), key(std::move(pool_key)) {}
 
   void close() {
     beast::error_code ec;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream.close();
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
+    deadline.stop();
   }
 
   // An idle pooled connection is reusable when the upstream has not closed it and sent nothing
   // (a non-blocking peek: EAGAIN means open and quiet).
   bool alive() {
-    if (!stream.socket().is_open()) return false;
+    if (!socket.is_open()) return false;
     char c;
-    const ssize_t n = ::recv(stream.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n = ::recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     return n < 0 && errno == EAGAIN;  // EWOULDBLOCK is the same value on Linux
   }
 
-  beast::tcp_stream stream;
+  tcp::socket socket;
+  Deadline deadline;  // bounds the connection's waits (http/deadline.h)
   beast::flat_buffer buffer;
   const PoolKey key;
   SteadyTime idle_since{};
@@ -79,9 +81,9 @@ using client_internal::SteadyTime;
 
 namespace {
 
-// Arms a stream's timer for one wait: `limit` from now, but never past `deadline`.
-void arm(beast::tcp_stream& stream, std::chrono::milliseconds limit, SteadyTime deadline) {
-  stream.expires_at(std::min(std::chrono::steady_clock::now() + limit, deadline));
+// The end of one wait: `limit` from now, but never past the caller's `deadline`.
+SteadyTime until(std::chrono::milliseconds limit, SteadyTime deadline) {
+  return std::min(std::chrono::steady_clock::now() + limit, deadline);
 }
 
 }  // namespace
@@ -213,12 +215,14 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> connect(Client::Pool& pool,
     for (const auto& r : results) endpoints.push_back(r.endpoint());
   }
   auto conn = std::make_unique<Conn>(executor, client_internal::pool_key(executor, to));
-  arm(conn->stream, pool.options.connect_timeout, deadline);
-  auto [cec, connected] = co_await conn->stream.async_connect(endpoints, use_nothrow);
-  if (cec) co_return ClientError{exchange_status(cec, "connect", to), true};
+  conn->deadline.arm(until(pool.options.connect_timeout, deadline));
+  auto [connect_ec, connected] = co_await net::async_connect(conn->socket, endpoints, use_nothrow);
+  if (const beast::error_code cec = conn->deadline.disarm(connect_ec)) {
+    co_return ClientError{exchange_status(cec, "connect", to), true};
+  }
   beast::error_code ignored;
-  conn->stream.socket().set_option(tcp::no_delay(true), ignored);
-  conn->stream.socket().non_blocking(true, ignored);  // io::write sends at once when it fits
+  conn->socket.set_option(tcp::no_delay(true), ignored);
+  conn->socket.non_blocking(true, ignored);  // io::write sends at once when it fits
   pool.connects.fetch_add(1, std::memory_order_relaxed);
   co_return std::move(conn);
 }
@@ -268,8 +272,8 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> send_and_read_header(
       conn->close();
       co_return ClientError{cancelled("upstream " + key + ": cancelled"), true};
     }
-    arm(conn->stream, pool.options.write_timeout, deadline);
-    const beast::error_code wec = co_await io::write(conn->stream, request_bytes);
+    const beast::error_code wec = co_await io::write(
+        conn->socket, conn->deadline, until(pool.options.write_timeout, deadline), request_bytes);
     if (wec) {
       conn->close();
       if (reused && stale_connection_error(wec)) {
@@ -283,10 +287,10 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> send_and_read_header(
       conn->close();
       co_return ClientError{cancelled("upstream " + key + ": cancelled"), true};
     }
-    arm(conn->stream, pool.options.response_timeout, deadline);
-    auto [rec, read] =
-        co_await bhttp::async_read_header(conn->stream, conn->buffer, *parser, use_nothrow);
-    if (rec) {
+    conn->deadline.arm(until(pool.options.response_timeout, deadline));
+    auto [header_ec, read] =
+        co_await bhttp::async_read_header(conn->socket, conn->buffer, *parser, use_nothrow);
+    if (const beast::error_code rec = conn->deadline.disarm(header_ec)) {
       const bool before_first_byte = !parser->got_some() && conn->buffer.size() == 0;
       conn->close();
       if (reused && before_first_byte && stale_connection_error(rec)) {
@@ -464,9 +468,10 @@ net::awaitable<Result<std::string_view>> ClientStream::read(SteadyTime deadline)
       s.drop();
       co_return error;
     }
-    arm(s.conn->stream, s.pool->options.read_timeout, deadline);
-    auto [ec, n] =
-        co_await bhttp::async_read_some(s.conn->stream, s.conn->buffer, *s.parser, use_nothrow);
+    s.conn->deadline.arm(until(s.pool->options.read_timeout, deadline));
+    auto [read_ec, n] =
+        co_await bhttp::async_read_some(s.conn->socket, s.conn->buffer, *s.parser, use_nothrow);
+    beast::error_code ec = s.conn->deadline.disarm(read_ec);
     if (ec == bhttp::error::need_buffer) ec = {};  // the piece filled our buffer: not an error
     if (ec) {
       s.drop();
@@ -523,10 +528,10 @@ net::awaitable<ClientResult<Response>> Client::request(const Endpoint& to, Reque
     co_return ClientError{exchange_status(buffered_ec, "reading the response body", to), false};
   }
   while (!parser->is_done()) {
-    arm(conn->stream, pool.options.read_timeout, deadline);
-    auto [ec, n] =
-        co_await bhttp::async_read_some(conn->stream, conn->buffer, *parser, use_nothrow);
-    if (ec) {
+    conn->deadline.arm(until(pool.options.read_timeout, deadline));
+    auto [read_ec, n] =
+        co_await bhttp::async_read_some(conn->socket, conn->buffer, *parser, use_nothrow);
+    if (const beast::error_code ec = conn->deadline.disarm(read_ec)) {
       conn->close();
       co_return ClientError{exchange_status(ec, "reading the response body", to), false};
     }

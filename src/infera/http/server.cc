@@ -32,19 +32,21 @@ constexpr int kAcceptBurst = 64;                           // connections taken 
 constexpr std::chrono::seconds kForceCloseWait{5};         // after the drain bound of shutdown()
 
 struct Connection {
-  Connection(tcp::socket socket, uint64_t connection_id)
-      : stream(std::move(socket)), id(connection_id) {}
+  Connection(tcp::socket s, uint64_t connection_id)
+      : socket(std::move(s)), deadline(socket.get_executor(), socket), id(connection_id) {}
 
   // Strand only.
   void close() {
     beast::error_code ec;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream.close();
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
+    deadline.stop();
   }
 
   // Executor: the loop thread this connection was given at accept (its own io_context, run by
   // that one thread, so everything on it is serialised as a strand would: "strand only" below).
-  beast::tcp_stream stream;
+  tcp::socket socket;
+  Deadline deadline;          // strand only: bounds the connection's waits (http/deadline.h)
   beast::flat_buffer buffer;  // bytes read and not yet parsed (may hold a pipelined request)
   const uint64_t id;
   bool busy = false;         // strand only: a request is being read or served
@@ -150,9 +152,9 @@ net::awaitable<Status> ResponseWriter::write(std::string_view bytes, bool last) 
   }
   if (last && s.chunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
   if (count == 0) co_return ok_status();  // an HTTP/1.0 body ending with nothing left to send
-  s.conn.stream.expires_after(s.options.write_timeout);
-  const beast::error_code ec = co_await io::write(
-      s.conn.stream, std::span<const net::const_buffer>(buffers.data(), count));
+  const beast::error_code ec =
+      co_await io::write(s.conn.socket, s.conn.deadline, Deadline::Clock::now() + s.options.write_timeout,
+                         std::span<const net::const_buffer>(buffers.data(), count));
   s.pending_head.clear();
   co_return s.after_write(ec);
 }
@@ -162,8 +164,9 @@ net::awaitable<Status> ResponseWriter::flush() {
   INFERA_CHECK(s.started);
   if (s.conn.client_gone || s.failed) co_return cancelled("client disconnected");
   if (s.pending_head.empty()) co_return ok_status();
-  s.conn.stream.expires_after(s.options.write_timeout);
-  const beast::error_code ec = co_await io::write(s.conn.stream, net::buffer(s.pending_head));
+  const beast::error_code ec =
+      co_await io::write(s.conn.socket, s.conn.deadline,
+                         Deadline::Clock::now() + s.options.write_timeout, net::buffer(s.pending_head));
   s.pending_head.clear();
   co_return s.after_write(ec);
 }
@@ -311,7 +314,7 @@ void Server::Impl::start_session(tcp::socket socket) {
     connections.emplace(conn->id, conn);
   }
   accepted.fetch_add(1, std::memory_order_relaxed);
-  auto executor = conn->stream.get_executor();
+  auto executor = conn->socket.get_executor();
   // The session's cancellation slot is the connection's: the client-gone watch cancels the
   // handlers through it (asio keeps one cancellation state per spawned coroutine, shared by the
   // coroutines it awaits). The completion holds the connection: the state refers to its signal
@@ -346,10 +349,10 @@ net::awaitable<void> Server::Impl::session(std::shared_ptr<Impl> self,
         }
         // A new connection has header_timeout to send its request; a kept-alive one idle_timeout
         // to start the next.
-        conn->stream.expires_after(first ? options.header_timeout : options.idle_timeout);
-        auto [ec, n] = co_await conn->stream.async_read_some(
+        conn->deadline.arm(first ? options.header_timeout : options.idle_timeout);
+        auto [ec, n] = co_await conn->socket.async_read_some(
             conn->buffer.prepare(server_internal::kReadBytes), use_nothrow);
-        if (ec) break;  // EOF, idle timeout, or closed by shutdown
+        if (conn->deadline.disarm(ec)) break;  // EOF, idle timeout, or closed by shutdown
         conn->buffer.commit(n);
       }
       first = false;
@@ -368,16 +371,16 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
   Connection& conn = *conn_ptr;
   wire::RequestParser parser;
   wire::configure(parser, limits);
-  conn.stream.expires_after(options.header_timeout);
   {
     // A header already read whole (the usual case: the session's first read takes 16 KiB) is
     // parsed here; only a partial one waits for more bytes.
     beast::error_code ec;
     size_t header_bytes = 0;
     if (!wire::parse_buffered(parser, conn.buffer, ec, &header_bytes) && !ec) {
+      conn.deadline.arm(options.header_timeout);
       auto [rec, n] =
-          co_await bhttp::async_read_header(conn.stream, conn.buffer, parser, use_nothrow);
-      ec = rec;
+          co_await bhttp::async_read_header(conn.socket, conn.buffer, parser, use_nothrow);
+      ec = conn.deadline.disarm(rec);
       header_bytes = n;
     }
     std::optional<RequestError> error;
@@ -401,14 +404,14 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
   if (!parser.is_done()) {
     const auto& header = parser.get();
     if (header.version() == 11 && iequals(header[bhttp::field::expect], "100-continue")) {
-      conn.stream.expires_after(options.write_timeout);
-      auto [ec, n] = co_await net::async_write(
-          conn.stream, net::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")), use_nothrow);
+      const beast::error_code ec = co_await io::write(
+          conn.socket, conn.deadline, Deadline::Clock::now() + options.write_timeout,
+          net::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")));
       if (ec) co_return false;
     }
-    conn.stream.expires_after(options.body_timeout);
-    auto [ec, n] = co_await bhttp::async_read(conn.stream, conn.buffer, parser, use_nothrow);
-    if (ec) {
+    conn.deadline.arm(options.body_timeout);
+    auto [rec, n] = co_await bhttp::async_read(conn.socket, conn.buffer, parser, use_nothrow);
+    if (const beast::error_code ec = conn.deadline.disarm(rec)) {
       const std::optional<RequestError> error = wire::classify_request_error(ec, false);
       if (error) co_await reject(conn, *error);
       co_return false;
@@ -442,7 +445,6 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
   ResponseWriter::State state{conn, options, draining, keep_alive && chunked, chunked};
   ResponseWriter writer(state);
   // Run the handler while watching the socket: a client that leaves cancels the handler.
-  conn.stream.expires_never();
   conn.in_handler = true;
   watch_client(conn_ptr);
   Response response = co_await run_handler(*handler, request, writer, state);
@@ -492,7 +494,7 @@ net::awaitable<Response> Server::Impl::run_handler(const Handler& handler, Reque
 void Server::Impl::watch_client(const std::shared_ptr<Connection>& conn) {
   if (conn->watching) return;
   conn->watching = true;
-  conn->stream.socket().async_receive(
+  conn->socket.async_receive(
       net::buffer(&conn->peeked, 1), tcp::socket::message_peek,
       [conn](beast::error_code ec, size_t /*bytes*/) {
         conn->watching = false;
@@ -522,8 +524,8 @@ net::awaitable<bool> Server::Impl::write_response(Connection& conn, Response res
   const std::string head_bytes = wire::serialize_head(res.base());
   const std::array<net::const_buffer, 2> buffers{
       net::buffer(head_bytes), head ? net::const_buffer() : net::buffer(res.body())};
-  conn.stream.expires_after(options.write_timeout);
-  const beast::error_code ec = co_await io::write(conn.stream, buffers);
+  const beast::error_code ec = co_await io::write(
+      conn.socket, conn.deadline, Deadline::Clock::now() + options.write_timeout, buffers);
   co_return !ec && keep_alive;
 }
 
@@ -536,15 +538,16 @@ net::awaitable<void> Server::Impl::reject(Connection& conn, const RequestError& 
   // Lingering close: stop sending, then read and drop what the client still sends (its body)
   // for a bounded time, so that its read of our answer is not cut by a reset.
   beast::error_code ec;
-  conn.stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-  conn.stream.expires_after(options.linger_timeout);
+  conn.socket.shutdown(tcp::socket::shutdown_send, ec);
+  conn.deadline.arm(options.linger_timeout);
   size_t drained = 0;
   std::array<char, 4096> sink;
   while (drained < server_internal::kMaxLingerBytes) {
-    auto [rec, n] = co_await conn.stream.async_read_some(net::buffer(sink), use_nothrow);
+    auto [rec, n] = co_await conn.socket.async_read_some(net::buffer(sink), use_nothrow);
     if (rec) break;
     drained += n;
   }
+  conn.deadline.disarm({});
 }
 
 Result<std::unique_ptr<Server>> Server::start(EventLoop& loop, ServerOptions options,
@@ -624,7 +627,7 @@ void Server::shutdown(std::chrono::milliseconds drain) {
     std::lock_guard lock(impl.mu);
     for (const auto& entry : impl.connections) {
       std::shared_ptr<Connection> conn = entry.second;  // not a structured binding: clang 14
-      net::post(conn->stream.get_executor(), [conn, idle_only] {
+      net::post(conn->socket.get_executor(), [conn, idle_only] {
         if (!idle_only || !conn->busy) conn->close();
       });
     }
