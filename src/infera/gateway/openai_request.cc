@@ -348,7 +348,7 @@ class PlainJsonReader {
       return h_.on_array_end(0, ec_);
     }
     do {
-      if (!(h_.reading_ids() && token_id()) && !value(depth)) return false;
+      if (!(h_.reading_ids() && token_ids()) && !value(depth)) return false;
       skip_space();
     } while (p_ != end_ && *p_ == ',' && (++p_, skip_space(), true));
     if (p_ == end_ || *p_ != ']') return false;
@@ -356,16 +356,28 @@ class PlainJsonReader {
     return h_.on_array_end(0, ec_);
   }
   // The common element of a token id array: 1-7 digits without a leading zero, sign, fraction
-  // or exponent, with 8 bytes readable. Anything else is left to value().
-  bool token_id() {
-    if (end_ - p_ < 8) return false;
-    const size_t n = leading_digits(p_);
-    if (n == 0 || n == 8 || (*p_ == '0' && n > 1)) return false;
-    const char after = p_[n];
-    if (after == '.' || after == 'e' || after == 'E') return false;
-    h_.take_id(static_cast<uint32_t>(eight_digits(p_, n)));
-    p_ += n;
-    return true;
+  // or exponent, with 8 bytes readable; anything else is left to value(). A run of them
+  // separated by "," or ", " is read in this one loop (the bulk of a token-id prompt, without
+  // the element loop's dispatch per id); `p_` is left after the last id read. False when the
+  // first element is not one.
+  bool token_ids() {
+    bool any = false;
+    for (;;) {
+      if (end_ - p_ < 8) return any;
+      const size_t n = leading_digits(p_);
+      if (n == 0 || n == 8 || (*p_ == '0' && n > 1)) return any;
+      const char after = p_[n];
+      if (after == '.' || after == 'e' || after == 'E') return any;
+      h_.take_id(static_cast<uint32_t>(eight_digits(p_, n)));
+      any = true;
+      p_ += n;
+      const char* next = p_;
+      if (end_ - next < 2 || *next != ',') return true;
+      ++next;
+      if (*next == ' ') ++next;
+      if (next == end_ || !is_digit(*next)) return true;
+      p_ = next;
+    }
   }
   // A string of printable ASCII without escapes.
   bool string(std::string_view& out) {
