@@ -100,9 +100,7 @@ struct ChoiceWords {
 };
 
 Status resolve_choices(const ChoiceWords& w, ServerConfig& c) {
-  INFERA_ASSIGN_OR_RETURN(c.discovery_backend,
-                          parse_choice("--discovery-backend", w.discovery_backend, kBackends,
-                                       "static, etcd"));
+  INFERA_ASSIGN_OR_RETURN(c.discovery_backend, parse_discovery_backend(w.discovery_backend));
   INFERA_ASSIGN_OR_RETURN(c.request_transport,
                           parse_choice("--request-transport", w.request_transport,
                                        kRequestTransports, "http"));
@@ -124,6 +122,9 @@ std::string_view word_of(E value, const std::pair<std::string_view, E> (&names)[
 }  // namespace
 
 std::string_view name(DiscoveryBackend backend) { return word_of(backend, kBackends); }
+Result<DiscoveryBackend> parse_discovery_backend(std::string_view word) {
+  return parse_choice("--discovery-backend", word, kBackends, "static, etcd");
+}
 std::string_view name(RequestTransport transport) {
   return word_of(transport, kRequestTransports);
 }

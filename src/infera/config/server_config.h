@@ -24,6 +24,9 @@ enum class KvEventTransport { kZmq, kNats };
 std::string_view name(DiscoveryBackend backend);
 std::string_view name(RequestTransport transport);
 std::string_view name(KvEventTransport transport);
+// The --discovery-backend word as the enum ("unknown --discovery-backend 'x' (supported: ...)"
+// otherwise): the server, `infera engine mock` and the launchers read it the same way.
+Result<DiscoveryBackend> parse_discovery_backend(std::string_view word);
 
 struct ServerConfig {
   // Listener

@@ -120,6 +120,7 @@ struct LauncherFlags {
   std::string role = "both";
   std::string disaggregation_mode;
   std::string discovery_backend;
+  std::string log_level = "info";
   std::string request_transport = "http";
   std::string kv_event_transport = "zmq";
   // Resolved: vLLM's NIXL handshake port is the launcher's to pick (see LauncherOptions).
@@ -202,7 +203,7 @@ config::FlagSet launcher_flag_set(LauncherFlags& s) {
     f.add("--python-bin", &o.engine_bin, "the Python interpreter (default: python3 on PATH)",
           "PATH");
   }
-  f.add("--log-level", &o.log_level, "debug, info (default), warn, error or off", "LEVEL");
+  f.add("--log-level", &s.log_level, "debug, info (default), warn, error or off", "LEVEL");
   return f;
 }
 
@@ -228,7 +229,7 @@ Status check_values(const LauncherFlags& s) {
   if (o.engine_bin.empty()) return invalid_argument("the engine executable must not be empty");
   if (!(o.startup_timeout_s > 0)) return invalid_argument("--startup-timeout-s must be > 0");
   if (!(o.shutdown_timeout_s >= 0)) return invalid_argument("--shutdown-timeout-s must be >= 0");
-  return parse_log_level(o.log_level).status();
+  return ok_status();
 }
 
 // The role (--role, or SGLang's --disaggregation-mode) and, for vLLM, its KV connector.
@@ -267,7 +268,7 @@ Status check_transports_and_discovery(LauncherFlags& s) {
   if (s.discovery_backend.empty()) {
     s.discovery_backend = o.etcd_endpoint.empty() ? "static" : "etcd";
   }
-  o.discovery_backend = s.discovery_backend;
+  INFERA_ASSIGN_OR_RETURN(o.discovery_backend, config::parse_discovery_backend(s.discovery_backend));
   return validate_registration_flags(o.discovery_backend, o.etcd_endpoint, o.etcd_lease_ttl_s);
 }
 
@@ -344,6 +345,7 @@ Result<LauncherOptions> parse_launcher_flags(EngineKind kind, std::span<const st
     return o;
   }
   INFERA_RETURN_IF_ERROR(check_values(s));
+  INFERA_ASSIGN_OR_RETURN(s.options.log_level, parse_log_level(s.log_level));
   INFERA_RETURN_IF_ERROR(resolve_role(s, f));
   INFERA_RETURN_IF_ERROR(check_transports_and_discovery(s));
   INFERA_RETURN_IF_ERROR(resolve_kv_events(s, f));
@@ -662,9 +664,9 @@ int run_launcher(EngineKind kind, std::span<const std::string> args) {
     std::fputs(format_dry_run(plan).c_str(), stdout);
     return 0;
   }
-  set_log_level(*parse_log_level(o.log_level));
+  set_log_level(o.log_level);
   std::optional<http::Endpoint> etcd;
-  if (o.discovery_backend == "etcd") {
+  if (o.discovery_backend == config::DiscoveryBackend::kEtcd) {
     auto endpoint = http::parse_endpoint(o.etcd_endpoint);
     if (!endpoint.ok()) {
       std::fprintf(stderr, "infera engine %s: --etcd-endpoint: %s\n", name.c_str(),

@@ -16,7 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "infera/common/log.h"
 #include "infera/common/status.h"
+#include "infera/config/server_config.h"
 #include "infera/discovery/worker.h"
 #include "infera/launcher/kv_events_config.h"
 
@@ -47,7 +49,8 @@ struct LauncherOptions {
   // picked free, because two engines on one host must not share vLLM's default 5600; 0: not
   // set by the launcher (the variable was already in its environment, or no NIXL).
   uint32_t nixl_side_channel_port = 0;
-  std::string discovery_backend = "static";  // etcd when --etcd-endpoint is given
+  // etcd when --etcd-endpoint is given
+  config::DiscoveryBackend discovery_backend = config::DiscoveryBackend::kStatic;
   std::string etcd_endpoint;
   std::string etcd_prefix = "infera/workers/";
   uint32_t etcd_lease_ttl_s = 10;
@@ -57,7 +60,7 @@ struct LauncherOptions {
   bool dry_run = false;
   std::string engine_bin;                // "vllm" / "python3" (PATH), or --vllm-bin / --python-bin
   std::vector<std::string> passthrough;  // unknown flags, verbatim, in order
-  std::string log_level = "info";
+  LogLevel log_level = LogLevel::kInfo;
 
   const std::string& served_name() const {
     return served_model_name.empty() ? model : served_model_name;

@@ -47,9 +47,9 @@ discovery::WorkerInfo make_worker_record(const WorkerRecordParams& p) {
   return w;
 }
 
-Status validate_registration_flags(const std::string& backend, const std::string& etcd_endpoint,
-                                   uint32_t lease_ttl_s) {
-  if (backend == "etcd") {
+Status validate_registration_flags(config::DiscoveryBackend backend,
+                                   const std::string& etcd_endpoint, uint32_t lease_ttl_s) {
+  if (backend == config::DiscoveryBackend::kEtcd) {
     if (etcd_endpoint.empty()) {
       return invalid_argument("--discovery-backend etcd needs --etcd-endpoint HOST:PORT");
     }
@@ -57,12 +57,9 @@ Status validate_registration_flags(const std::string& backend, const std::string
     if (lease_ttl_s < 2 || lease_ttl_s > 3600) {
       return invalid_argument("--etcd-lease-ttl-s must be 2..3600");
     }
-  } else if (backend == "k8s" || backend == "kubernetes") {
-    return unimplemented("--discovery-backend " + backend +
+  } else if (backend == config::DiscoveryBackend::kKubernetes) {
+    return unimplemented("--discovery-backend " + std::string(config::name(backend)) +
                          " is not supported yet (use static or etcd)");
-  } else if (backend != "static") {
-    return invalid_argument("unknown --discovery-backend '" + backend +
-                            "' (supported: static, etcd)");
   }
   return ok_status();
 }

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "infera/common/status.h"
+#include "infera/config/server_config.h"
 #include "infera/discovery/worker.h"
 
 namespace infera::launcher {
@@ -43,9 +44,10 @@ struct WorkerRecordParams {
 
 discovery::WorkerInfo make_worker_record(const WorkerRecordParams& params);
 
-// The registration flags of `infera engine mock` and the launchers, checked the same way:
-// etcd needs a HOST:PORT endpoint and a lease of 2..3600 s; k8s is a clear "not yet".
-Status validate_registration_flags(const std::string& backend, const std::string& etcd_endpoint,
-                                   uint32_t lease_ttl_s);
+// The registration flags of `infera engine mock` and the launchers, checked the same way (the
+// backend's word read by config::parse_discovery_backend): etcd needs a HOST:PORT endpoint and
+// a lease of 2..3600 s; k8s is a clear "not yet".
+Status validate_registration_flags(config::DiscoveryBackend backend,
+                                   const std::string& etcd_endpoint, uint32_t lease_ttl_s);
 
 }  // namespace infera::launcher

@@ -39,7 +39,7 @@ int run_mock(std::span<const std::string> args) {
     std::fputs(help.c_str(), stdout);
     return 0;
   }
-  set_log_level(*parse_log_level(options->log_level));
+  set_log_level(options->log_level);
 
   // Every thread started from here on inherits the mask, so the signals reach the wait below and
   // shutdown runs on this thread, outside any handler.

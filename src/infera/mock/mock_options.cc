@@ -73,6 +73,8 @@ struct MockFlags {
   std::string kv_transfer_config;
   std::string request_transport = "http";
   std::string kv_event_transport = "zmq";
+  std::string discovery_backend = "static";
+  std::string log_level = "info";
   std::vector<std::string> lora_modules;
   bool enable_lora = false;
 };
@@ -151,7 +153,7 @@ config::FlagSet mock_flag_set(MockFlags& s) {
         "how long a prefill holds its blocks for the decode side, and either side waits for "
         "the other (default 120)",
         "SECONDS");
-  f.add("--discovery-backend", &o.discovery_backend, "static (default) or etcd", "BACKEND");
+  f.add("--discovery-backend", &s.discovery_backend, "static (default) or etcd", "BACKEND");
   f.add("--etcd-endpoint", &o.etcd_endpoint, "etcd v3 endpoint for --discovery-backend etcd",
         "HOST:PORT");
   f.add("--etcd-prefix", &o.etcd_prefix, "etcd key prefix (default infera/workers/)", "PREFIX");
@@ -166,7 +168,7 @@ config::FlagSet mock_flag_set(MockFlags& s) {
         "a LoRA adapter served under its own model name, repeatable: NAME=PATH (its blocks are "
         "cached apart from the base model's, and its KV events name it)",
         "NAME=PATH");
-  f.add("--log-level", &o.log_level, "debug, info (default), warn, error or off", "LEVEL");
+  f.add("--log-level", &s.log_level, "debug, info (default), warn, error or off", "LEVEL");
   return f;
 }
 
@@ -273,7 +275,8 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
   }
   if (s.no_prefix_caching) o.engine.enable_prefix_caching = false;
   INFERA_RETURN_IF_ERROR(resolve_lora_modules(s));
-  INFERA_RETURN_IF_ERROR(parse_log_level(o.log_level).status());
+  INFERA_ASSIGN_OR_RETURN(o.log_level, parse_log_level(s.log_level));
+  INFERA_ASSIGN_OR_RETURN(o.discovery_backend, config::parse_discovery_backend(s.discovery_backend));
   INFERA_RETURN_IF_ERROR(resolve_disaggregation(s, f));
   INFERA_ASSIGN_OR_RETURN(o.kv_events_format, parse_kv_events_format(s.kv_events_format));
   INFERA_RETURN_IF_ERROR(resolve_kv_events(s));

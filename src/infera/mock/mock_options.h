@@ -12,7 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "infera/common/log.h"
 #include "infera/common/status.h"
+#include "infera/config/server_config.h"
 #include "infera/discovery/worker.h"
 #include "infera/engine/engine_config.h"
 #include "infera/events/encoder.h"
@@ -57,12 +59,12 @@ struct MockOptions {
   discovery::PdProtocol pd_protocol = discovery::PdProtocol::kVllm;
   uint32_t bootstrap_port = 8998;
   double kv_transfer_timeout_s = 120;
-  std::string discovery_backend = "static";
+  config::DiscoveryBackend discovery_backend = config::DiscoveryBackend::kStatic;
   std::string etcd_endpoint;  // HOST:PORT
   std::string etcd_prefix = "infera/workers/";
   uint32_t etcd_lease_ttl_s = 10;
 
-  std::string log_level = "info";
+  LogLevel log_level = LogLevel::kInfo;
 
   // LoRA adapters, served under their own names (--lora-modules NAME=PATH, repeatable).
   std::vector<LoraModule> lora_modules;

@@ -53,11 +53,29 @@ TEST(MockOptionsTest, ParsesEveryContractFlag) {
   EXPECT_EQ(o->engine.hash_seed, "42");
   EXPECT_EQ(o->engine.output_seed, 7u);
   EXPECT_EQ(o->role, discovery::Role::kPrefill);
-  EXPECT_EQ(o->discovery_backend, "etcd");
+  EXPECT_EQ(o->discovery_backend, config::DiscoveryBackend::kEtcd);
+  EXPECT_EQ(o->log_level, LogLevel::kWarn);
   EXPECT_EQ(o->kv_events_format, events::WireFormat::kVllmArray);
   EXPECT_EQ(o->advertise_host, "127.0.0.1");
   ASSERT_TRUE(o->kv_events.has_value());
   EXPECT_TRUE(o->engine.enable_kv_events);
+}
+
+TEST(MockOptionsTest, ChoiceWordsBecomeEnumsAndBadOnesNameTheirFlag) {
+  auto plain = parse({});
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ(plain->discovery_backend, config::DiscoveryBackend::kStatic);
+  EXPECT_EQ(plain->log_level, LogLevel::kInfo);
+  auto unknown = parse({"--discovery-backend", "consul"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(),
+            "unknown --discovery-backend 'consul' (supported: static, etcd)");
+  auto k8s = parse({"--discovery-backend", "kubernetes"});
+  ASSERT_FALSE(k8s.ok());
+  EXPECT_EQ(k8s.status().code(), StatusCode::kUnimplemented);
+  auto level = parse({"--log-level", "loud"});
+  ASSERT_FALSE(level.ok());
+  EXPECT_NE(level.status().message().find("'loud'"), std::string::npos);
 }
 
 TEST(MockOptionsTest, LoraModulesAsVllmTakesThem) {

@@ -663,7 +663,7 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
   engine->worker_ = make_worker_record(record);
   const discovery::WorkerInfo& w = engine->worker_;
 
-  if (o.discovery_backend == "etcd") {
+  if (o.discovery_backend == config::DiscoveryBackend::kEtcd) {
     auto endpoint = http::parse_endpoint(o.etcd_endpoint);
     if (!endpoint.ok()) return endpoint.status();
     discovery::EtcdRegistrationOptions ro;
