@@ -152,9 +152,9 @@ net::awaitable<Status> ResponseWriter::write(std::string_view bytes, bool last) 
   }
   if (last && s.chunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
   if (count == 0) co_return ok_status();  // an HTTP/1.0 body ending with nothing left to send
-  const beast::error_code ec =
-      co_await io::write(s.conn.socket, s.conn.deadline, Deadline::Clock::now() + s.options.write_timeout,
-                         std::span<const net::const_buffer>(buffers.data(), count));
+  const beast::error_code ec = co_await io::write(
+      s.conn.socket, s.conn.deadline, Deadline::Clock::now() + s.options.write_timeout,
+      std::span<const net::const_buffer>(buffers.data(), count));
   s.pending_head.clear();
   co_return s.after_write(ec);
 }
@@ -166,7 +166,8 @@ net::awaitable<Status> ResponseWriter::flush() {
   if (s.pending_head.empty()) co_return ok_status();
   const beast::error_code ec =
       co_await io::write(s.conn.socket, s.conn.deadline,
-                         Deadline::Clock::now() + s.options.write_timeout, net::buffer(s.pending_head));
+                         Deadline::Clock::now() + s.options.write_timeout,
+                         net::buffer(s.pending_head));
   s.pending_head.clear();
   co_return s.after_write(ec);
 }

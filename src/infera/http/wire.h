@@ -65,7 +65,9 @@ template <bool isRequest, class Body>
 bool parse_buffered(bhttp::parser<isRequest, Body>& parser, beast::flat_buffer& buffer,
                     beast::error_code& ec, size_t* consumed = nullptr) {
   ec = {};
-  const auto part_done = [&] { return parser.is_done() || (!parser.eager() && parser.is_header_done()); };
+  const auto part_done = [&] {
+    return parser.is_done() || (!parser.eager() && parser.is_header_done());
+  };
   while (!part_done() && buffer.size() > 0) {
     const size_t n = parser.put(buffer.data(), ec);
     buffer.consume(n);

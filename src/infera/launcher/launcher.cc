@@ -268,7 +268,8 @@ Status check_transports_and_discovery(LauncherFlags& s) {
   if (s.discovery_backend.empty()) {
     s.discovery_backend = o.etcd_endpoint.empty() ? "static" : "etcd";
   }
-  INFERA_ASSIGN_OR_RETURN(o.discovery_backend, config::parse_discovery_backend(s.discovery_backend));
+  INFERA_ASSIGN_OR_RETURN(o.discovery_backend,
+                          config::parse_discovery_backend(s.discovery_backend));
   return validate_registration_flags(o.discovery_backend, o.etcd_endpoint, o.etcd_lease_ttl_s);
 }
 

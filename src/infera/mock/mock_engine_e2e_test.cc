@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -215,11 +216,18 @@ TEST(MockEngineE2eTest, TtftAndInterTokenGapsFollowTheModelAtSpeedup1) {
   EXPECT_NEAR(ttft, model_ttft, 0.05 * model_ttft) << "TTFT ms, measured vs model";
 
   // Every token arrives within 5 % of its modelled time since the request was sent: the gaps
-  // follow the model and do not drift.
+  // follow the model and do not drift. One arrival may be late by up to one more model gap: a
+  // wake-up that waits for a CPU on a shared 2-core machine delays one token without moving the
+  // timeline, and 5 % of the first tokens' times is less than such a wait (a clean-clone CI run,
+  // 2026-12-03: token 1 at 300 ms against 278, every later token on time). A model that drifts
+  // or runs slow moves many arrivals and still fails.
   std::vector<double> gap_errors;  // |gap - model gap| / model gap, for the report
+  int late = 0;
   for (size_t i = 0; i < kOutputTokens; ++i) {
     const double at = ms_since_sent(t.events[i]);
-    EXPECT_NEAR(at, model_ms[i], 0.05 * model_ms[i]) << "token " << i << " arrival ms";
+    const double one_gap = model_ms[kOutputTokens - 1] - model_ms[kOutputTokens - 2];
+    EXPECT_NEAR(at, model_ms[i], 0.05 * model_ms[i] + one_gap) << "token " << i << " arrival ms";
+    if (std::abs(at - model_ms[i]) > 0.05 * model_ms[i]) ++late;
     if (i == 0) continue;
     const double gap = at - ms_since_sent(t.events[i - 1]);
     const double want = model_ms[i] - model_ms[i - 1];
@@ -232,6 +240,7 @@ TEST(MockEngineE2eTest, TtftAndInterTokenGapsFollowTheModelAtSpeedup1) {
       (ms_since_sent(t.events.back()) - ms_since_sent(t.events[0])) / (kOutputTokens - 1);
   const double mean_want = (model_ms.back() - model_ms[0]) / (kOutputTokens - 1);
   EXPECT_NEAR(mean_gap, mean_want, 0.05 * mean_want) << "mean inter-token gap ms";
+  EXPECT_LE(late, 1) << "arrivals more than 5 % off their modelled time";
   std::sort(gap_errors.begin(), gap_errors.end());
   const auto within = std::count_if(gap_errors.begin(), gap_errors.end(),
                                     [](double e) { return e <= 0.05; });

@@ -276,7 +276,8 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
   if (s.no_prefix_caching) o.engine.enable_prefix_caching = false;
   INFERA_RETURN_IF_ERROR(resolve_lora_modules(s));
   INFERA_ASSIGN_OR_RETURN(o.log_level, parse_log_level(s.log_level));
-  INFERA_ASSIGN_OR_RETURN(o.discovery_backend, config::parse_discovery_backend(s.discovery_backend));
+  INFERA_ASSIGN_OR_RETURN(o.discovery_backend,
+                          config::parse_discovery_backend(s.discovery_backend));
   INFERA_RETURN_IF_ERROR(resolve_disaggregation(s, f));
   INFERA_ASSIGN_OR_RETURN(o.kv_events_format, parse_kv_events_format(s.kv_events_format));
   INFERA_RETURN_IF_ERROR(resolve_kv_events(s));
