@@ -79,15 +79,6 @@ using client_internal::Conn;
 using client_internal::PoolKey;
 using client_internal::SteadyTime;
 
-namespace {
-
-// The end of one wait: `limit` from now, but never past the caller's `deadline`.
-SteadyTime until(std::chrono::milliseconds limit, SteadyTime deadline) {
-  return std::min(std::chrono::steady_clock::now() + limit, deadline);
-}
-
-}  // namespace
-
 struct Client::Pool {
   explicit Pool(ClientOptions client_options) : options(client_options) {}
 
@@ -215,7 +206,7 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> connect(Client::Pool& pool,
     for (const auto& r : results) endpoints.push_back(r.endpoint());
   }
   auto conn = std::make_unique<Conn>(executor, client_internal::pool_key(executor, to));
-  conn->deadline.arm(until(pool.options.connect_timeout, deadline));
+  conn->deadline.arm(pool.options.connect_timeout, deadline);
   auto [connect_ec, connected] = co_await net::async_connect(conn->socket, endpoints, use_nothrow);
   if (const beast::error_code cec = conn->deadline.disarm(connect_ec)) {
     co_return ClientError{exchange_status(cec, "connect", to), true};
@@ -272,8 +263,8 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> send_and_read_header(
       conn->close();
       co_return ClientError{cancelled("upstream " + key + ": cancelled"), true};
     }
-    const beast::error_code wec = co_await io::write(
-        conn->socket, conn->deadline, until(pool.options.write_timeout, deadline), request_bytes);
+    const beast::error_code wec = co_await io::write(conn->socket, conn->deadline, request_bytes,
+                                                     pool.options.write_timeout, deadline);
     if (wec) {
       conn->close();
       if (reused && stale_connection_error(wec)) {
@@ -287,7 +278,7 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> send_and_read_header(
       conn->close();
       co_return ClientError{cancelled("upstream " + key + ": cancelled"), true};
     }
-    conn->deadline.arm(until(pool.options.response_timeout, deadline));
+    conn->deadline.arm(pool.options.response_timeout, deadline);
     auto [header_ec, read] =
         co_await bhttp::async_read_header(conn->socket, conn->buffer, *parser, use_nothrow);
     if (const beast::error_code rec = conn->deadline.disarm(header_ec)) {
@@ -440,16 +431,9 @@ net::awaitable<Result<std::string_view>> ClientStream::read(SteadyTime deadline)
   // bytes end inside a chunk header.) A parse error is reported with the next read, after the
   // piece's bytes.
   const auto take_buffered = [&s] {
-    while (!s.parser->is_done() && s.conn->buffer.size() > 0 && s.parser->get().body().size > 0) {
-      beast::error_code more;
-      const size_t used = s.parser->put(s.conn->buffer.data(), more);
-      s.conn->buffer.consume(used);
-      if (more == bhttp::error::need_buffer || more == bhttp::error::need_more) break;
-      if (more) {
-        s.pending_error = exchange_status(more, "reading the response body", s.endpoint);
-        break;
-      }
-      if (used == 0) break;
+    beast::error_code more;
+    if (!wire::parse_buffered(*s.parser, s.conn->buffer, /*header_only=*/false, more) && more) {
+      s.pending_error = exchange_status(more, "reading the response body", s.endpoint);
     }
   };
   auto& body = s.parser->get().body();
@@ -468,7 +452,7 @@ net::awaitable<Result<std::string_view>> ClientStream::read(SteadyTime deadline)
       s.drop();
       co_return error;
     }
-    s.conn->deadline.arm(until(s.pool->options.read_timeout, deadline));
+    s.conn->deadline.arm(s.pool->options.read_timeout, deadline);
     auto [read_ec, n] =
         co_await bhttp::async_read_some(s.conn->socket, s.conn->buffer, *s.parser, use_nothrow);
     beast::error_code ec = s.conn->deadline.disarm(read_ec);
@@ -522,13 +506,13 @@ net::awaitable<ClientResult<Response>> Client::request(const Endpoint& to, Reque
   if (!sent.ok()) co_return sent.error();
   std::unique_ptr<Conn> conn = std::move(sent.value());
   beast::error_code buffered_ec;
-  parser->eager(true);
-  if (!wire::parse_buffered(*parser, conn->buffer, buffered_ec) && buffered_ec) {
+  if (!wire::parse_buffered(*parser, conn->buffer, /*header_only=*/false, buffered_ec) &&
+      buffered_ec) {
     conn->close();
     co_return ClientError{exchange_status(buffered_ec, "reading the response body", to), false};
   }
   while (!parser->is_done()) {
-    conn->deadline.arm(until(pool.options.read_timeout, deadline));
+    conn->deadline.arm(pool.options.read_timeout, deadline);
     auto [read_ec, n] =
         co_await bhttp::async_read_some(conn->socket, conn->buffer, *parser, use_nothrow);
     if (const beast::error_code ec = conn->deadline.disarm(read_ec)) {

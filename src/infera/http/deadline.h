@@ -15,6 +15,7 @@
 // after: a deadline passing while nothing waits does nothing. One thread: the socket's.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -32,7 +33,10 @@ class Deadline {
   Deadline& operator=(const Deadline&) = delete;
 
   void arm(Clock::time_point deadline);
-  void arm(std::chrono::milliseconds limit) { arm(Clock::now() + limit); }
+  // `limit` from now, but never past `cap` (a caller's own deadline).
+  void arm(std::chrono::milliseconds limit, Clock::time_point cap = Clock::time_point::max()) {
+    arm(std::min(Clock::now() + limit, cap));
+  }
   // Ends the wait that the deadline bounded; returns `ec`, or beast::error::timeout when the
   // wait failed because the deadline passed.
   beast::error_code disarm(beast::error_code ec);

@@ -12,7 +12,8 @@ namespace infera::http::io {
 
 // Writes `buffers` (a buffer sequence that outlives the call) to `socket`: first as one
 // non-blocking send, then, for whatever the socket did not take, as an async write that
-// `deadline` bounds (armed for `until` only then; a timeout comes back as beast::error::timeout).
+// `deadline` bounds (armed only then, for `limit` but never past `cap`; a timeout comes back as
+// beast::error::timeout).
 // The socket must be in non-blocking mode (`non_blocking(true)`, set where the server accepts
 // and the client connects).
 //
@@ -21,9 +22,10 @@ namespace infera::http::io {
 // completion: one more zero-timeout epoll_wait per write). Measured in docs/benchmarks.md
 // ("Writes at once, reads from the buffer, lazy deadlines").
 template <typename Buffers>
-net::awaitable<beast::error_code> write(tcp::socket& socket, Deadline& deadline,
-                                        Deadline::Clock::time_point until,
-                                        const Buffers& buffers) {
+net::awaitable<beast::error_code> write(
+    tcp::socket& socket, Deadline& deadline, const Buffers& buffers,
+    std::chrono::milliseconds limit,
+    Deadline::Clock::time_point cap = Deadline::Clock::time_point::max()) {
   INFERA_CHECK(socket.non_blocking());
   beast::error_code ec;
   const size_t total = net::buffer_size(buffers);
@@ -32,7 +34,7 @@ net::awaitable<beast::error_code> write(tcp::socket& socket, Deadline& deadline,
   if (ec && ec != net::error::would_block && ec != net::error::try_again) co_return ec;
   beast::buffers_suffix<Buffers> rest(buffers);
   rest.consume(ec ? 0 : sent);
-  deadline.arm(until);
+  deadline.arm(limit, cap);
   auto [wec, n] = co_await net::async_write(socket, rest, use_nothrow);
   co_return deadline.disarm(wec);
 }

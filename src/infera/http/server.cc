@@ -152,9 +152,10 @@ net::awaitable<Status> ResponseWriter::write(std::string_view bytes, bool last) 
   }
   if (last && s.chunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
   if (count == 0) co_return ok_status();  // an HTTP/1.0 body ending with nothing left to send
-  const beast::error_code ec = co_await io::write(
-      s.conn.socket, s.conn.deadline, Deadline::Clock::now() + s.options.write_timeout,
-      std::span<const net::const_buffer>(buffers.data(), count));
+  const beast::error_code ec =
+      co_await io::write(s.conn.socket, s.conn.deadline,
+                         std::span<const net::const_buffer>(buffers.data(), count),
+                         s.options.write_timeout);
   s.pending_head.clear();
   co_return s.after_write(ec);
 }
@@ -164,10 +165,8 @@ net::awaitable<Status> ResponseWriter::flush() {
   INFERA_CHECK(s.started);
   if (s.conn.client_gone || s.failed) co_return cancelled("client disconnected");
   if (s.pending_head.empty()) co_return ok_status();
-  const beast::error_code ec =
-      co_await io::write(s.conn.socket, s.conn.deadline,
-                         Deadline::Clock::now() + s.options.write_timeout,
-                         net::buffer(s.pending_head));
+  const beast::error_code ec = co_await io::write(
+      s.conn.socket, s.conn.deadline, net::buffer(s.pending_head), s.options.write_timeout);
   s.pending_head.clear();
   co_return s.after_write(ec);
 }
@@ -377,7 +376,8 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
     // parsed here; only a partial one waits for more bytes.
     beast::error_code ec;
     size_t header_bytes = 0;
-    if (!wire::parse_buffered(parser, conn.buffer, ec, &header_bytes) && !ec) {
+    if (!wire::parse_buffered(parser, conn.buffer, /*header_only=*/true, ec, &header_bytes) &&
+        !ec) {
       conn.deadline.arm(options.header_timeout);
       auto [rec, n] =
           co_await bhttp::async_read_header(conn.socket, conn.buffer, parser, use_nothrow);
@@ -397,7 +397,8 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
     }
   }
   beast::error_code body_ec;
-  if (!parser.is_done() && !wire::parse_buffered(parser, conn.buffer, body_ec) && body_ec) {
+  if (!parser.is_done() && !wire::parse_buffered(parser, conn.buffer, false, body_ec) &&
+      body_ec) {
     const std::optional<RequestError> error = wire::classify_request_error(body_ec, false);
     if (error) co_await reject(conn, *error);
     co_return false;
@@ -406,8 +407,8 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
     const auto& header = parser.get();
     if (header.version() == 11 && iequals(header[bhttp::field::expect], "100-continue")) {
       const beast::error_code ec = co_await io::write(
-          conn.socket, conn.deadline, Deadline::Clock::now() + options.write_timeout,
-          net::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")));
+          conn.socket, conn.deadline,
+          net::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")), options.write_timeout);
       if (ec) co_return false;
     }
     conn.deadline.arm(options.body_timeout);
@@ -525,8 +526,8 @@ net::awaitable<bool> Server::Impl::write_response(Connection& conn, Response res
   const std::string head_bytes = wire::serialize_head(res.base());
   const std::array<net::const_buffer, 2> buffers{
       net::buffer(head_bytes), head ? net::const_buffer() : net::buffer(res.body())};
-  const beast::error_code ec = co_await io::write(
-      conn.socket, conn.deadline, Deadline::Clock::now() + options.write_timeout, buffers);
+  const beast::error_code ec =
+      co_await io::write(conn.socket, conn.deadline, buffers, options.write_timeout);
   co_return !ec && keep_alive;
 }
 

@@ -55,18 +55,18 @@ std::string serialize_head(const bhttp::response_header<>& head);
 std::string serialize_head(const bhttp::request_header<>& head);
 
 // Feeds the bytes already in `buffer` to `parser`, without I/O, and consumes what it took: true
-// when the parser is done with the part being read (the header while it is not eager, else the
-// whole message; a buffer_body parser also stops when its body buffer is full), false when it
-// needs bytes that have not arrived. A parse error is left in `ec` (need_more and need_buffer
-// are not errors). The bytes taken are added to `*consumed` when given. Beast's async reads do
-// the same first, but post their completion when no read was needed: one more turn of the event
-// loop (a zero-timeout epoll_wait) per read of a request or response that had already arrived.
+// when the part being read is done (the header when `header_only`, else the whole message),
+// false when it needs bytes that have not arrived or, for a buffer_body parser, when its body
+// buffer is full. A parse error is left in `ec` (need_more and need_buffer are not errors). The
+// bytes taken are added to `*consumed` when given. Beast's async reads do the same first, but
+// post their completion when no read was needed: one more turn of the event loop (a
+// zero-timeout epoll_wait) per read of a request or response that had already arrived.
 template <bool isRequest, class Body>
 bool parse_buffered(bhttp::parser<isRequest, Body>& parser, beast::flat_buffer& buffer,
-                    beast::error_code& ec, size_t* consumed = nullptr) {
+                    bool header_only, beast::error_code& ec, size_t* consumed = nullptr) {
   ec = {};
   const auto part_done = [&] {
-    return parser.is_done() || (!parser.eager() && parser.is_header_done());
+    return header_only ? parser.is_header_done() : parser.is_done();
   };
   while (!part_done() && buffer.size() > 0) {
     const size_t n = parser.put(buffer.data(), ec);
