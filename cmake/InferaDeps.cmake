@@ -2,6 +2,8 @@
 find_package(Threads REQUIRED)
 find_package(Boost 1.81.0 EXACT REQUIRED COMPONENTS json url CONFIG)
 find_package(GTest REQUIRED)
+find_package(OpenSSL REQUIRED)     # TLS clients: the Kubernetes API (http/tls.h)
+find_package(yaml-cpp REQUIRED)    # --config files and kubeconfig
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)

@@ -2,55 +2,13 @@
 
 #include <boost/json.hpp>
 
+#include "infera/common/base64.h"
 #include "infera/common/log.h"
 #include "infera/http/net.h"
 
 namespace infera::discovery {
 namespace json = boost::json;
 namespace {
-
-constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string b64_encode(std::string_view in) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const uint32_t v = (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8) |
-                       uint8_t(in[i + 2]);
-    out += kB64[(v >> 18) & 63];
-    out += kB64[(v >> 12) & 63];
-    out += kB64[(v >> 6) & 63];
-    out += kB64[v & 63];
-  }
-  if (i < in.size()) {
-    uint32_t v = uint32_t(uint8_t(in[i])) << 16;
-    if (i + 1 < in.size()) v |= uint32_t(uint8_t(in[i + 1])) << 8;
-    out += kB64[(v >> 18) & 63];
-    out += kB64[(v >> 12) & 63];
-    out += i + 1 < in.size() ? kB64[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-Result<std::string> b64_decode(std::string_view in) {
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (const char c : in) {
-    if (c == '=') break;
-    const char* p = std::char_traits<char>::find(kB64, 64, c);
-    if (!p) return data_loss("bad base64 from etcd");
-    acc = (acc << 6) | static_cast<uint32_t>(p - kB64);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xFF);
-    }
-  }
-  return out;
-}
 
 // The range end that selects every key starting with `prefix` (etcd clientv3 GetPrefixRangeEnd).
 std::string prefix_end(std::string prefix) {
@@ -100,9 +58,9 @@ Result<EtcdKeyValue> decode_kv(const json::value& kv) {
   const json::value* k = o.if_contains("key");
   const json::value* v = o.if_contains("value");
   if (!k || !k->is_string()) return data_loss("etcd kv without a key");
-  INFERA_ASSIGN_OR_RETURN(out.key, b64_decode(k->get_string()));
+  INFERA_ASSIGN_OR_RETURN(out.key, base64_decode(k->get_string()));
   if (v && v->is_string()) {
-    INFERA_ASSIGN_OR_RETURN(out.value, b64_decode(v->get_string()));
+    INFERA_ASSIGN_OR_RETURN(out.value, base64_decode(v->get_string()));
   }
   return out;
 }
@@ -117,13 +75,6 @@ http::Request post(const std::string& path, std::string body) {
 }
 
 // Sleeps `d` unless cancelled; false when cancelled.
-net::awaitable<bool> pause(std::chrono::milliseconds d) {
-  net::steady_timer timer(co_await net::this_coro::executor);
-  timer.expires_after(d);
-  auto [ec] = co_await timer.async_wait(use_nothrow);
-  co_return !ec;
-}
-
 }  // namespace
 
 net::awaitable<Result<std::string>> EtcdClient::call(std::string path, std::string body) {
@@ -183,7 +134,7 @@ net::awaitable<Status> EtcdClient::revoke(int64_t lease) {
 
 net::awaitable<Status> EtcdClient::put(std::string key, std::string value,
                                        int64_t lease) {
-  json::object req{{"key", b64_encode(key)}, {"value", b64_encode(value)}};
+  json::object req{{"key", base64_encode(key)}, {"value", base64_encode(value)}};
   if (lease) req["lease"] = std::to_string(lease);
   std::string request = json::serialize(req);
   auto body = co_await call("/v3/kv/put", std::move(request));
@@ -192,7 +143,7 @@ net::awaitable<Status> EtcdClient::put(std::string key, std::string value,
 }
 
 net::awaitable<Status> EtcdClient::remove(std::string key) {
-  std::string request = json::serialize(json::object{{"key", b64_encode(key)}});
+  std::string request = json::serialize(json::object{{"key", base64_encode(key)}});
   auto body = co_await call("/v3/kv/deleterange", std::move(request));
   if (!body.ok()) co_return body.status();
   co_return parse_object(*body).status();
@@ -200,7 +151,7 @@ net::awaitable<Status> EtcdClient::remove(std::string key) {
 
 net::awaitable<Result<EtcdClient::Range>> EtcdClient::range_prefix(std::string prefix) {
   std::string request = json::serialize(
-      json::object{{"key", b64_encode(prefix)}, {"range_end", b64_encode(prefix_end(prefix))}});
+      json::object{{"key", base64_encode(prefix)}, {"range_end", base64_encode(prefix_end(prefix))}});
   auto body = co_await call("/v3/kv/range", std::move(request));
   if (!body.ok()) co_return body.status();
   auto o = parse_object(*body);
@@ -222,7 +173,7 @@ net::awaitable<Result<EtcdClient::Range>> EtcdClient::range_prefix(std::string p
 net::awaitable<Status> EtcdClient::watch_prefix(
     std::string prefix, int64_t start_revision, std::function<void(const EtcdWatchEvent&)> on_event,
     const std::atomic<bool>& stop) {
-  json::object create{{"key", b64_encode(prefix)}, {"range_end", b64_encode(prefix_end(prefix))},
+  json::object create{{"key", base64_encode(prefix)}, {"range_end", base64_encode(prefix_end(prefix))},
                       {"start_revision", std::to_string(start_revision)}};
   http::Request request = post("/v3/watch", json::serialize(json::object{{"create_request", create}}));
   auto opened = co_await client_.stream(endpoint_, std::move(request));
@@ -379,7 +330,7 @@ net::awaitable<void> EtcdWorkerSource::run() {
     }
     for (auto waited = std::chrono::milliseconds(0); waited < backoff && !stop_.load();
          waited += std::chrono::milliseconds(100)) {
-      co_await pause(std::chrono::milliseconds(100));
+      co_await pause_for(std::chrono::milliseconds(100));
     }
     backoff = std::min(backoff * 2, options_.retry_max);
   }
@@ -442,7 +393,7 @@ net::awaitable<void> EtcdRegistration::run() {
             .kv("key", key_).kv("error", put.message());
         for (auto waited = std::chrono::milliseconds(0); waited < backoff && !stop_.load();
              waited += std::chrono::milliseconds(100)) {
-          co_await pause(std::chrono::milliseconds(100));
+          co_await pause_for(std::chrono::milliseconds(100));
         }
         backoff = std::min(backoff * 2, std::chrono::milliseconds(5'000));
         continue;
@@ -456,7 +407,7 @@ net::awaitable<void> EtcdRegistration::run() {
     const auto period = std::chrono::duration_cast<std::chrono::milliseconds>(options_.ttl) / 3;
     for (auto waited = std::chrono::milliseconds(0); waited < period && !stop_.load();
          waited += std::chrono::milliseconds(100)) {
-      co_await pause(std::chrono::milliseconds(100));
+      co_await pause_for(std::chrono::milliseconds(100));
     }
     if (stop_.load()) break;
     const Status alive = co_await etcd.keep_alive(lease);

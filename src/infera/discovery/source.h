@@ -13,6 +13,16 @@
 
 namespace infera::discovery {
 
+// How a source is doing, for /v1/admin/workers and /metrics: a source that lost its backend
+// keeps delivering nothing new while the last known fleet stays in use.
+struct SourceHealth {
+  bool connected = true;          // the last call to the backend succeeded
+  std::string last_error;         // why it is not connected, or the last skipped record
+  uint64_t invalid_records = 0;   // records (etcd values, pods) skipped as malformed
+  uint64_t resyncs = 0;           // full re-reads (re-lists) since start
+  uint64_t records = 0;           // records seen at the last read (pods, keys), routable or not
+};
+
 class WorkerSource {
  public:
   using Listener = std::function<void(WorkerSetPtr)>;
@@ -22,6 +32,8 @@ class WorkerSource {
   // Stops; no listener call starts after it returns.
   virtual void stop() = 0;
   virtual std::string describe() const = 0;
+  // Any thread.
+  virtual SourceHealth health() const { return {}; }
 };
 
 // A fixed fleet: delivers its set once, from start().

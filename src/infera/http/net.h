@@ -56,4 +56,12 @@ inline auto use_awaitable_uncancelled() {
 using boost::asio::experimental::awaitable_operators::operator||;
 using boost::asio::experimental::awaitable_operators::operator&&;
 
+// Waits `d` on the current executor; false when cancelled first (a backoff a stop() ends).
+inline net::awaitable<bool> pause_for(std::chrono::milliseconds d) {
+  net::steady_timer timer(co_await net::this_coro::executor);
+  timer.expires_after(d);
+  auto [ec] = co_await timer.async_wait(use_nothrow);
+  co_return !ec;
+}
+
 }  // namespace infera

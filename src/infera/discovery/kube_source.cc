@@ -1,0 +1,288 @@
+#include "infera/discovery/kube_source.h"
+
+#include "infera/common/log.h"
+#include "infera/http/net.h"
+
+namespace infera::discovery {
+
+struct KubeWorkerSource::Watcher {
+  size_t index = 0;
+  KubeSelector selector;
+  KubePodRules rules;
+  std::string label_selector;  // in force: the selector's, or the InferencePool's
+  std::string resource_version;
+  std::map<std::string, WorkerInfo> routable;  // by pod uid
+  bool listed = false;                          // a list succeeded once
+  net::cancellation_signal cancel;
+  std::promise<void> done;
+};
+
+namespace {
+
+std::string pods_path(const std::string& ns) {
+  return "/api/v1/namespaces/" + url_query_escape(ns) + "/pods";
+}
+
+}  // namespace
+
+KubeWorkerSource::KubeWorkerSource(http::EventLoop& loop, std::unique_ptr<KubeApi> api,
+                                   KubeSourceOptions options)
+    : loop_(loop),
+      api_(std::move(api)),
+      options_(std::move(options)),
+      strand_(std::make_shared<net::strand<net::io_context::executor_type>>(
+          net::make_strand(loop_.context()))) {
+  if (!options_.inference_pool.empty() && options_.selectors.empty()) {
+    options_.selectors.push_back({});  // the pool's selector, resolved at each list
+  }
+  for (size_t i = 0; i < options_.selectors.size(); ++i) {
+    auto w = std::make_unique<Watcher>();
+    w->index = i;
+    w->selector = options_.selectors[i];
+    w->rules.role = w->selector.role;
+    w->label_selector = w->selector.label_selector;
+    watchers_.push_back(std::move(w));
+  }
+}
+
+KubeWorkerSource::~KubeWorkerSource() { stop(); }
+
+std::string KubeWorkerSource::describe() const {
+  std::string d = "k8s " + api_->describe() + " namespace " + options_.ns;
+  if (!options_.inference_pool.empty()) d += " inference-pool " + options_.inference_pool;
+  for (const KubeSelector& s : options_.selectors) {
+    if (s.label_selector.empty()) continue;
+    d += " selector '" + s.label_selector + "'";
+    if (s.role) d += " (" + std::string(role_name(*s.role)) + ")";
+  }
+  return d;
+}
+
+SourceHealth KubeWorkerSource::health() const {
+  std::lock_guard lock(health_mu_);
+  return health_;
+}
+
+void KubeWorkerSource::start(Listener listener) {
+  listener_ = std::move(listener);
+  started_ = true;
+  for (auto& w : watchers_) {
+    done_.push_back(w->done.get_future());
+    net::co_spawn(*strand_, run(w->index),
+                  net::bind_cancellation_slot(w->cancel.slot(), [this, raw = w.get()](
+                                                                    const std::exception_ptr& e) {
+                    if (e && !stop_.load()) {
+                      INFERA_LOG(kError, "discovery").msg("k8s watcher stopped by an exception");
+                    }
+                    raw->done.set_value();
+                  }));
+  }
+}
+
+void KubeWorkerSource::stop() {
+  if (!started_) return;
+  started_ = false;
+  stop_.store(true);
+  // Cancels each watcher's pending read or backoff on its strand; each then returns at once.
+  // The strand is shared with the posted handler, which may run after a watcher has returned.
+  std::vector<net::cancellation_signal*> signals;
+  for (auto& w : watchers_) signals.push_back(&w->cancel);
+  net::post(*strand_, [signals, strand = strand_] {
+    for (auto* s : signals) s->emit(net::cancellation_type::terminal);
+  });
+  for (auto& f : done_) f.wait();
+  // The posted emit may not have run yet; it touches the signals, so wait for it too.
+  std::promise<void> drained;
+  net::post(*strand_, [&drained] { drained.set_value(); });
+  drained.get_future().wait();
+  done_.clear();
+}
+
+void KubeWorkerSource::set_connected(bool connected, const Status& why) {
+  bool was;
+  {
+    std::lock_guard lock(health_mu_);
+    was = health_.connected;
+    health_.connected = connected;
+    if (!connected) health_.last_error = std::string(why.message());
+  }
+  if (was && !connected) {
+    INFERA_LOG(kWarn, "discovery").msg("Kubernetes API unreachable; keeping the last known workers")
+        .kv("api", api_->describe()).kv("error", why.message());
+  } else if (!was && connected) {
+    INFERA_LOG(kInfo, "discovery").msg("Kubernetes API reachable again").kv("api", api_->describe());
+  }
+}
+
+void KubeWorkerSource::note_invalid(const std::string& what, const Status& why) {
+  const std::string key = what + ": " + std::string(why.message());
+  {
+    std::lock_guard lock(health_mu_);
+    ++health_.invalid_records;
+    health_.last_error = key;
+  }
+  if (reported_.size() < 10'000 && reported_.insert(key).second) {
+    INFERA_LOG(kWarn, "discovery").msg("skipping pod").kv("pod", what).kv("error", why.message());
+  }
+}
+
+bool KubeWorkerSource::apply(Watcher& w, const KubePod& pod, bool present) {
+  std::optional<WorkerInfo> worker;
+  if (present) {
+    auto r = kube_pod_worker(pod, w.rules);
+    if (r.ok()) {
+      worker = std::move(*r);
+    } else {
+      note_invalid(pod.ns + "/" + pod.name, r.status());
+    }
+  }
+  const auto it = w.routable.find(pod.uid);
+  if (!worker) {
+    if (it == w.routable.end()) return false;
+    w.routable.erase(it);
+    return true;
+  }
+  if (it != w.routable.end() && it->second == *worker) return false;
+  w.routable[pod.uid] = std::move(*worker);
+  return true;
+}
+
+void KubeWorkerSource::publish() {
+  // One worker per id (two selectors may match one pod): the first selector's wins.
+  std::map<std::string, WorkerInfo> by_id;
+  for (const auto& w : watchers_) {
+    for (const auto& [uid, info] : w->routable) by_id.emplace(info.id, info);
+  }
+  auto set = std::make_shared<WorkerSet>();
+  set->reserve(by_id.size());
+  for (auto& [id, info] : by_id) set->push_back(std::move(info));
+  if (listener_) listener_(std::move(set));
+}
+
+net::awaitable<Status> KubeWorkerSource::resolve_pool(Watcher& w) {
+  const std::string path = "/apis/inference.networking.k8s.io/v1/namespaces/" +
+                           url_query_escape(options_.ns) + "/inferencepools/" +
+                           url_query_escape(options_.inference_pool);
+  auto body = co_await api_->get(path);
+  if (!body.ok()) co_return body.status();
+  auto pool = parse_kube_inference_pool(*body);
+  if (!pool.ok()) {
+    co_return invalid_argument("InferencePool " + options_.inference_pool + ": " +
+                               std::string(pool.status().message()));
+  }
+  if (w.label_selector != pool->label_selector || w.rules.target_port != pool->target_port) {
+    INFERA_LOG(kInfo, "discovery").msg("InferencePool read").kv("pool", options_.inference_pool)
+        .kv("selector", pool->label_selector).kv("target_port", pool->target_port);
+  }
+  w.label_selector = pool->label_selector;
+  w.rules.target_port = pool->target_port;
+  co_return ok_status();
+}
+
+net::awaitable<Status> KubeWorkerSource::list(Watcher& w) {
+  if (!options_.inference_pool.empty() && w.selector.label_selector.empty()) {
+    if (Status s = co_await resolve_pool(w); !s.ok()) co_return s;
+  }
+  std::map<std::string, WorkerInfo> before = std::move(w.routable);
+  w.routable.clear();
+  std::string continue_token;
+  size_t pods = 0;
+  do {
+    std::string target = pods_path(options_.ns) + "?limit=500";
+    if (!w.label_selector.empty()) target += "&labelSelector=" + url_query_escape(w.label_selector);
+    if (!continue_token.empty()) target += "&continue=" + url_query_escape(continue_token);
+    auto body = co_await api_->get(std::move(target));
+    auto parsed = body.ok() ? parse_kube_pod_list(*body) : Result<KubePodList>(body.status());
+    if (!parsed.ok()) {
+      w.routable = std::move(before);  // keep routing to what was known
+      co_return parsed.status();
+    }
+    for (const std::string& bad : parsed->skipped) note_invalid(bad, data_loss("malformed pod"));
+    pods += parsed->items.size();
+    if (pods > options_.max_pods) {
+      w.routable = std::move(before);
+      co_return resource_exhausted("selector '" + w.label_selector + "' matches more than " +
+                                   std::to_string(options_.max_pods) + " pods");
+    }
+    for (const KubePod& pod : parsed->items) apply(w, pod, true);
+    w.resource_version = parsed->resource_version;
+    continue_token = parsed->continue_token;
+  } while (!continue_token.empty() && !stop_.load());
+  {
+    std::lock_guard lock(health_mu_);
+    ++health_.resyncs;
+    health_.records = pods;
+  }
+  // The first list is always delivered, empty or not: the fleet then knows discovery answered.
+  if (before != w.routable || !w.listed) publish();
+  w.listed = true;
+  co_return ok_status();
+}
+
+net::awaitable<Status> KubeWorkerSource::watch(Watcher& w) {
+  std::string target = pods_path(options_.ns) + "?watch=1&allowWatchBookmarks=true" +
+                       "&timeoutSeconds=" + std::to_string(options_.watch_timeout.count()) +
+                       "&resourceVersion=" + url_query_escape(w.resource_version);
+  if (!w.label_selector.empty()) target += "&labelSelector=" + url_query_escape(w.label_selector);
+  bool first = true;
+  co_return co_await api_->watch(
+      std::move(target),
+      [&](std::string_view line) -> Status {
+        if (first) {  // the stream opened: the API server is back
+          first = false;
+          set_connected(true, ok_status());
+        }
+        auto ev = parse_kube_watch_event(line);
+        if (!ev.ok()) {
+          note_invalid("watch event", ev.status());
+          return ok_status();  // one bad line does not end the stream
+        }
+        using Type = KubeWatchEvent::Type;
+        if (ev->type == Type::kError) {
+          if (ev->error_code == 410) return out_of_range("watch expired: " + ev->error_message);
+          return unavailable("watch error " + std::to_string(ev->error_code) + ": " + ev->error_message);
+        }
+        if (!ev->pod.resource_version.empty()) w.resource_version = ev->pod.resource_version;
+        if (ev->type == Type::kBookmark) return ok_status();
+        if (apply(w, ev->pod, ev->type != Type::kDeleted)) publish();
+        return ok_status();
+      },
+      stop_);
+}
+
+net::awaitable<void> KubeWorkerSource::run(size_t index) {
+  Watcher& w = *watchers_[index];
+  auto backoff = options_.retry_min;
+  auto backoff_wait = [&]() -> net::awaitable<bool> {
+    const bool waited = co_await pause_for(backoff);
+    backoff = std::min(backoff * 2, options_.retry_max);
+    co_return waited && !stop_.load();
+  };
+  while (!stop_.load()) {
+    if (Status s = co_await list(w); !s.ok()) {
+      if (stop_.load()) break;
+      set_connected(false, s);
+      if (!co_await backoff_wait()) break;
+      continue;
+    }
+    set_connected(true, ok_status());
+    backoff = options_.retry_min;
+    const auto reconcile_at = std::chrono::steady_clock::now() + options_.reconcile_interval;
+    while (!stop_.load() && std::chrono::steady_clock::now() < reconcile_at) {
+      const Status ended = co_await watch(w);
+      if (stop_.load()) break;
+      if (ended.code() == StatusCode::kOutOfRange) {
+        INFERA_LOG(kInfo, "discovery").msg("k8s watch expired; re-listing").kv("error", ended.message());
+        break;
+      }
+      if (ended.ok()) {  // the server's timeoutSeconds: resume from the last version
+        backoff = options_.retry_min;
+        continue;
+      }
+      set_connected(false, ended);
+      if (!co_await backoff_wait()) break;
+    }
+  }
+}
+
+}  // namespace infera::discovery
