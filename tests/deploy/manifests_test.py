@@ -133,6 +133,10 @@ def check_flags(t, binary, obj, source, helps):
         t.check(not missing, "%s container %s: every flag is in `infera %s --help`%s"
                 % (name_of(obj, source), c["name"], " ".join(command),
                    "" if not missing else " (not listed: %s)" % ", ".join(missing)))
+        pod = pod_spec(obj)
+        t.check(pod.get("enableServiceLinks") is False,
+                "%s: enableServiceLinks is false (no <SERVICE>_PORT=tcp://... in an infera pod)"
+                % name_of(obj, source))
         env = {e["name"] for e in c.get("env", [])}
         refs = sorted({v for a in args for v in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", a)})
         t.check(all(r in env for r in refs), "%s container %s: $(VAR) references %s are in env"

@@ -24,6 +24,7 @@ class TerminationSignalsTest : public ::testing::Test {
     sigaddset(&ours, SIGTERM);
     sigaddset(&ours, SIGINT);
     sigaddset(&ours, SIGCHLD);
+    sigaddset(&ours, SIGHUP);
     const timespec now{};
     while (sigtimedwait(&ours, nullptr, &now) > 0) {
     }
@@ -90,9 +91,35 @@ TEST_F(TerminationSignalsTest, WaitLeavesAChildExitPending) {
   EXPECT_TRUE(pending(SIGCHLD));
 }
 
-TEST(TerminationSignalNameTest, NamesBothSignals) {
+TEST_F(TerminationSignalsTest, HangupIsLeftAloneUnlessAskedFor) {
+  const TerminationSignals signals = block_termination_signals();
+  sigset_t mask;
+  pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+  EXPECT_EQ(sigismember(&mask, SIGHUP), 0);  // its default action still applies
+  EXPECT_EQ(sigismember(&mask, SIGTERM), 1);
+  EXPECT_EQ(signals.wait_for(milliseconds(0)), 0);
+}
+
+TEST_F(TerminationSignalsTest, WaitReturnsSighupWhenTaken) {
+  const TerminationSignals signals = block_termination_and_hangup_signals();
+  // Unblocked, SIGHUP would end the process here.
+  ASSERT_EQ(raise(SIGHUP), 0);
+  EXPECT_EQ(signals.wait(), SIGHUP);
+  EXPECT_FALSE(pending(SIGHUP));
+}
+
+TEST_F(TerminationSignalsTest, WaitForReturnsSighupAndStillTakesSigterm) {
+  const TerminationSignals signals = block_termination_and_hangup_signals();
+  ASSERT_EQ(raise(SIGHUP), 0);
+  EXPECT_EQ(signals.wait_for(std::chrono::minutes(1)), SIGHUP);
+  ASSERT_EQ(raise(SIGTERM), 0);
+  EXPECT_EQ(signals.wait_for(std::chrono::minutes(1)), SIGTERM);
+}
+
+TEST(TerminationSignalNameTest, NamesEachSignal) {
   EXPECT_STREQ(termination_signal_name(SIGTERM), "SIGTERM");
   EXPECT_STREQ(termination_signal_name(SIGINT), "SIGINT");
+  EXPECT_STREQ(termination_signal_name(SIGHUP), "SIGHUP");
 }
 
 }  // namespace

@@ -86,13 +86,27 @@ TEST(ServerConfigTest, DocumentedCommandLineParses) {
   EXPECT_EQ(c->discovery_backend, DiscoveryBackend::kEtcd);
 }
 
+TEST(ServerConfigTest, KubernetesDiscoveryNeedsAWayToSelectPods) {
+  bool help = false;
+  std::string text;
+  auto none = parse_server_flags(args({"--discovery-backend", "k8s"}), &help, &text);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("--k8s-selector"), std::string::npos);
+  EXPECT_FALSE(parse_server_flags(args({"--discovery-backend", "k8s", "--k8s-prefill-selector", "r=p"}),
+                                  &help, &text).ok());
+  EXPECT_FALSE(parse_server_flags(args({"--discovery-backend", "k8s", "--k8s-selector", "a=b",
+                                        "--k8s-inference-pool", "pool"}), &help, &text).ok());
+  auto ok = parse_server_flags(args({"--discovery-backend", "k8s", "--k8s-prefill-selector", "r=p",
+                                     "--k8s-decode-selector", "r=d", "--k8s-namespace", "ml"}),
+                               &help, &text);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->k8s_namespace, "ml");
+  EXPECT_EQ(ok->k8s_decode_selector, "r=d");
+}
+
 TEST(ServerConfigTest, UnsupportedBackendsAreClearStartupErrors) {
   bool help = false;
   std::string text;
-  auto k8s = parse_server_flags(args({"--discovery-backend", "k8s"}), &help, &text);
-  ASSERT_FALSE(k8s.ok());
-  EXPECT_EQ(k8s.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(k8s.status().message().find("not supported yet"), std::string::npos);
   auto nats = parse_server_flags(args({"--worker", "http://a:1", "--kv-event-transport", "nats"}),
                                  &help, &text);
   ASSERT_FALSE(nats.ok());

@@ -17,6 +17,7 @@ struct LoadModelFlags {
   std::optional<double> prefill_weight;      // --kv-prefill-load-weight
   std::optional<double> decode_weight;       // --kv-decode-load-weight
   std::optional<double> overload_threshold;  // --kv-overload-threshold
+  bool operator==(const LoadModelFlags&) const = default;
 };
 
 void add_load_model_flags(FlagSet& flags, LoadModelFlags* out);

@@ -21,6 +21,7 @@ Status validate(const ServerConfig& c) {
   }
   if (c.router_temperature < 0) return invalid_argument("--router-temperature must be >= 0");
   if (!(c.max_queue_wait_s >= 0)) return invalid_argument("--max-queue-wait-s must be >= 0");
+  if (!(c.drain_delay_s >= 0)) return invalid_argument("--drain-delay-s must be >= 0");
   switch (c.discovery_backend) {
     case DiscoveryBackend::kStatic:
       if (c.workers.empty()) {
@@ -34,8 +35,20 @@ Status validate(const ServerConfig& c) {
       INFERA_RETURN_IF_ERROR(parse_host_port(c.etcd_endpoint).status());
       break;
     case DiscoveryBackend::kKubernetes:
-      return unimplemented("--discovery-backend " + std::string(name(c.discovery_backend)) +
-                           " is not supported yet (use static or etcd)");
+      if (c.k8s_selector.empty() && c.k8s_prefill_selector.empty() &&
+          c.k8s_decode_selector.empty() && c.k8s_inference_pool.empty()) {
+        return invalid_argument(
+            "--discovery-backend k8s needs --k8s-selector, --k8s-prefill-selector and "
+            "--k8s-decode-selector, or --k8s-inference-pool");
+      }
+      if (c.k8s_prefill_selector.empty() != c.k8s_decode_selector.empty()) {
+        return invalid_argument("--k8s-prefill-selector and --k8s-decode-selector go together");
+      }
+      if (!c.k8s_inference_pool.empty() &&
+          !(c.k8s_selector.empty() && c.k8s_prefill_selector.empty())) {
+        return invalid_argument("--k8s-inference-pool replaces the --k8s-*-selector flags");
+      }
+      break;
   }
   if (c.request_transport != RequestTransport::kHttp) {
     return unimplemented("--request-transport " + std::string(name(c.request_transport)) +
@@ -119,6 +132,18 @@ std::string_view word_of(E value, const std::pair<std::string_view, E> (&names)[
   return "?";
 }
 
+// --admin-token-file into admin_token: one of the two flags, from any source.
+Status read_admin_token(const FlagSet& f, ServerConfig& c) {
+  if (!f.was_set("--admin-token-file")) return ok_status();
+  if (f.was_set("--admin-token")) {
+    return invalid_argument("give --admin-token or --admin-token-file, not both");
+  }
+  Result<std::string> token = read_token_file(c.admin_token_file);
+  if (!token.ok()) return invalid_argument("--admin-token-file: " + token.status().message());
+  c.admin_token = std::move(*token);
+  return ok_status();
+}
+
 }  // namespace
 
 std::string_view name(DiscoveryBackend backend) { return word_of(backend, kBackends); }
@@ -132,6 +157,11 @@ std::string_view name(KvEventTransport transport) { return word_of(transport, kE
 
 Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool* help_requested,
                                         std::string* help) {
+  return parse_server_flags(args, help_requested, help, process_config_sources());
+}
+
+Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool* help_requested,
+                                        std::string* help, const ConfigSources& sources) {
   ServerConfig c;
   ChoiceWords words;
   FlagSet f("usage: infera server [flags]\n\nThe gateway: an OpenAI-compatible, KV-aware proxy in "
@@ -161,7 +191,23 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
         "vllm:num_requests_running, vllm:kv_cache_usage_perc); 0 = off (default 1)",
         "SECONDS");
   add_load_model_flags(f, &c.load_model);
-  f.add("--discovery-backend", &words.discovery_backend, "static (default) or etcd", "BACKEND");
+  f.add("--discovery-backend", &words.discovery_backend, "static (default), etcd or k8s", "BACKEND");
+  f.add("--kubeconfig", &c.kubeconfig,
+        "k8s: a kubeconfig file (current context) for out-of-cluster use; default $KUBECONFIG, "
+        "else the pod's service account",
+        "PATH");
+  f.add("--k8s-namespace", &c.k8s_namespace,
+        "k8s: the namespace of the worker pods (default: the kubeconfig context's, or the pod's own)",
+        "NAMESPACE");
+  f.add("--k8s-selector", &c.k8s_selector,
+        "k8s: label selector of worker pods; each pod's role from its llm-d.ai/role label",
+        "SELECTOR");
+  f.add("--k8s-prefill-selector", &c.k8s_prefill_selector,
+        "k8s: label selector of prefill worker pods (with --k8s-decode-selector)", "SELECTOR");
+  f.add("--k8s-decode-selector", &c.k8s_decode_selector,
+        "k8s: label selector of decode worker pods (with --k8s-prefill-selector)", "SELECTOR");
+  f.add("--k8s-inference-pool", &c.k8s_inference_pool,
+        "k8s: read the pod selector and target port from this Gateway API InferencePool", "NAME");
   f.add("--etcd-endpoint", &c.etcd_endpoint, "etcd v3 endpoint for --discovery-backend etcd",
         "HOST:PORT");
   f.add("--etcd-prefix", &c.etcd_prefix, "etcd key prefix of worker records (default infera/workers/)",
@@ -201,17 +247,27 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
         "longest a request waits in that queue before 429 (default 30)", "SECONDS");
   f.add("--shutdown-grace-s", &c.shutdown_grace_s,
         "on SIGTERM, how long in-flight streams may finish (default 30)", "SECONDS");
+  f.add("--drain-delay-s", &c.drain_delay_s,
+        "on SIGTERM, how long /readyz fails while everything is still served, before the "
+        "listener closes (default 0; a second SIGTERM or SIGINT ends it early)",
+        "SECONDS");
   f.add("--admin-token", &c.admin_token,
         "require 'Authorization: Bearer TOKEN' on /v1/admin/* and /metrics", "TOKEN");
+  f.add("--admin-token-file", &c.admin_token_file,
+        "read --admin-token from PATH, trailing newline trimmed, re-read on reload (env "
+        "INFERA_ADMIN_TOKEN_FILE; flags > env > --config file); not with --admin-token",
+        "PATH");
   f.add("--admin-host", &c.admin_host, "serve admin and metrics on a separate listener", "HOST");
   f.add("--admin-port", &c.admin_port, "port of the separate admin listener (0: any free port, logged)", "PORT");
   f.add("--log-level", &words.log_level, "debug, info (default), warn or error", "LEVEL");
+  f.enable_config_sources(sources);
   INFERA_RETURN_IF_ERROR(f.parse(args));
   *help_requested = f.help_requested();
   if (f.help_requested()) {
     *help = f.help();
     return c;
   }
+  INFERA_RETURN_IF_ERROR(read_admin_token(f, c));
   INFERA_RETURN_IF_ERROR(resolve_choices(words, c));
   INFERA_RETURN_IF_ERROR(validate(c));
   return c;

@@ -12,6 +12,7 @@
 
 #include "infera/common/log.h"
 #include "infera/common/status.h"
+#include "infera/config/config_sources.h"
 #include "infera/config/load_model_flags.h"
 
 namespace infera::config {
@@ -48,6 +49,12 @@ struct ServerConfig {
   DiscoveryBackend discovery_backend = DiscoveryBackend::kStatic;
   std::string etcd_endpoint;  // HOST:PORT
   std::string etcd_prefix = "infera/workers/";
+  std::string kubeconfig;            // k8s: empty = $KUBECONFIG, else in-cluster
+  std::string k8s_namespace;         // empty: the kubeconfig context's / the pod's, else default
+  std::string k8s_selector;          // pods of any role (llm-d.ai/role label)
+  std::string k8s_prefill_selector;  // with k8s_decode_selector: role from the selector
+  std::string k8s_decode_selector;
+  std::string k8s_inference_pool;    // an InferencePool's name: selector and port from it
   std::vector<std::string> workers;  // --worker specs (static discovery)
   RequestTransport request_transport = RequestTransport::kHttp;
   KvEventTransport kv_event_transport = KvEventTransport::kZmq;
@@ -69,16 +76,27 @@ struct ServerConfig {
   uint32_t max_queue = 4096;             // requests waiting for a worker slot before 429
   double max_queue_wait_s = 30;          // longest wait in that queue before 429
   double shutdown_grace_s = 30;
+  // Lifecycle: on SIGTERM, /readyz fails at once and everything is still served for this long
+  // before the listener closes (load balancers stop sending first). A reload (SIGHUP) compares
+  // configs whole, so a setting added here is reported at least as "other settings".
+  double drain_delay_s = 0;
+  bool operator==(const ServerConfig&) const = default;
   // Admin API
   std::string admin_token;  // bearer token for /v1/admin/* and /metrics when set
+  std::string admin_token_file;  // --admin-token-file: admin_token's source; a reload re-reads it
   std::string admin_host;   // separate listener for admin + metrics when set
   int64_t admin_port = -1;  // -1: not set; 0: any free port (logged at startup)
   LogLevel log_level = LogLevel::kInfo;
 };
 
 // Parses and validates `infera server` flags. On --help returns ok with `help` filled and
-// *help_requested set.
+// *help_requested set. Beneath the flags: the --config file and INFERA_<FLAG> variables of
+// `sources` (config_sources.h; the three-argument form reads this process's environment), and
+// --admin-token-file. Every call reads them anew, so a reload (SIGHUP) calls it again with the
+// same args and gets the config as the file, the token file and the environment say now.
 Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool* help_requested,
                                         std::string* help);
+Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool* help_requested,
+                                        std::string* help, const ConfigSources& sources);
 
 }  // namespace infera::config

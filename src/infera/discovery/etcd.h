@@ -88,6 +88,12 @@ class EtcdWorkerSource final : public WorkerSource {
   // Records skipped because they did not parse (logged once each).
   uint64_t invalid_records() const { return invalid_.load(); }
   bool connected() const { return connected_.load(); }
+  SourceHealth health() const override {
+    SourceHealth h;
+    h.connected = connected_.load();
+    h.invalid_records = invalid_.load();
+    return h;
+  }
 
  private:
   net::awaitable<void> run();

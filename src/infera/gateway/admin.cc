@@ -1,6 +1,6 @@
-// The gateway's non-inference endpoints: /v1/models, /health, /tokenize (public), and
-// /metrics, /v1/admin/cache-view/<id>, /v1/admin/workers, /v1/admin/route-explain (admin,
-// behind --admin-token when set).
+// The gateway's non-inference endpoints: /v1/models, /health, /livez, /readyz, /tokenize
+// (public), and /metrics, /v1/admin/cache-view/<id>, /v1/admin/workers, /v1/admin/route-explain
+// (admin, behind --admin-token when set).
 #include <algorithm>
 #include <cstring>
 
@@ -27,11 +27,12 @@ bool same_secret(std::string_view a, std::string_view b) {
 }
 
 std::optional<http::Response> check_admin(const GatewayContext& g, const http::Request& r) {
-  if (g.config.admin_token.empty()) return std::nullopt;
+  const std::shared_ptr<const std::string> token = g.admin_token.load();  // a reload swaps it
+  if (token->empty()) return std::nullopt;
   const std::string_view auth = r.header("Authorization");
   constexpr std::string_view kBearer = "Bearer ";
   if (auth.size() > kBearer.size() && auth.substr(0, kBearer.size()) == kBearer &&
-      same_secret(auth.substr(kBearer.size()), g.config.admin_token)) {
+      same_secret(auth.substr(kBearer.size()), *token)) {
     return std::nullopt;
   }
   return http::error_response(unauthenticated("a valid admin bearer token is required"),
@@ -120,6 +121,14 @@ json::object worker_json(const GatewayContext& g, const FleetMember& m) {
   }
   o["kv_events"] = std::move(ev);
   return o;
+}
+
+// Workers a request could be routed to: every member not refused. One in backoff counts (the
+// router tries it when all are), and so does one at its in-flight cap (requests queue for it).
+size_t routable_workers(const FleetView& view) {
+  size_t n = 0;
+  for (const FleetMember& m : view.members) n += m.refused() ? 0u : 1u;
+  return n;
 }
 
 net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& request) {
@@ -243,6 +252,25 @@ void add_public_routes(GatewayContext& g, http::Routes& routes) {
                                        json::object{{"status", ok ? "ok" : "no workers"},
                                                     {"workers", view->members.size()}});
              });
+  // Probes (never behind the admin token). Liveness: the process serves HTTP, whatever its fleet.
+  routes.add(http::Method::kGet, "/livez",
+             [](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
+               co_return json_response(200, json::object{{"status", "ok"}});
+             });
+  // Readiness: send traffic here. Not while draining (SIGTERM), nor without a routable worker.
+  routes.add(http::Method::kGet, "/readyz",
+             [&g](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
+               const size_t routable = routable_workers(*g.fleet->view());
+               const char* reason = g.draining.load() ? "draining"
+                                    : routable == 0   ? "no routable worker"
+                                                      : nullptr;
+               if (reason != nullptr) {
+                 co_return json_response(
+                     503, json::object{{"status", "not ready"}, {"reason", reason}});
+               }
+               co_return json_response(
+                   200, json::object{{"status", "ready"}, {"routable_workers", routable}});
+             });
   routes.add(http::Method::kPost, "/tokenize",
              [&g](http::Request& r, http::ResponseWriter&) -> net::awaitable<http::Response> {
                if (!g.prompts) {
@@ -300,7 +328,15 @@ void add_admin_routes(GatewayContext& g, http::Routes& routes) {
                const auto view = g.fleet->view();
                json::array workers;
                for (const FleetMember& m : view->members) workers.push_back(worker_json(g, m));
-               co_return json_response(200, json::object{{"workers", workers}});
+               const discovery::SourceHealth h = g.source->health();
+               json::object source{{"backend", g.source->describe()},
+                                   {"connected", h.connected},
+                                   {"invalid_records", h.invalid_records},
+                                   {"resyncs", h.resyncs},
+                                   {"records", h.records}};
+               if (!h.last_error.empty()) source["last_error"] = h.last_error;
+               co_return json_response(200, json::object{{"workers", workers},
+                                                         {"discovery", std::move(source)}});
              });
   routes.add(http::Method::kPost, "/v1/admin/route-explain",
              [&g](http::Request& r, http::ResponseWriter&) -> net::awaitable<http::Response> {

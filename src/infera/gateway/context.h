@@ -59,7 +59,14 @@ struct GatewayContext {
   // predicted-on-route TTL sizes `predicted`. The router keeps the options (router->options()).
   GatewayContext(const config::ServerConfig& c, const routing::LoadModelOptions& load_model);
 
+  // The startup config. What a reload (SIGHUP) changes live is not read from here: the admin
+  // token below, the router's weights, the fleet, the log level.
   config::ServerConfig config;
+  // The bearer token of the admin API and /metrics ("": none), swapped whole by a reload.
+  std::atomic<std::shared_ptr<const std::string>> admin_token{
+      std::make_shared<const std::string>(config.admin_token)};
+  // Set once when SIGTERM starts the drain: /readyz answers 503 from then on.
+  std::atomic<bool> draining{false};
   RequestLimits limits;
   SteadyClock clock;
   // What each engine reports of its own load (its /metrics, polled by the fleet).
@@ -80,8 +87,8 @@ struct GatewayContext {
   SlotQueue slots;
 };
 
-// Route handlers: the inference routes (inference.cc), /v1/models, /health and /tokenize
-// (add_public_routes), the admin API and /metrics (admin.cc).
+// Route handlers: the inference routes (inference.cc), /v1/models, /health, /livez, /readyz
+// and /tokenize (add_public_routes), the admin API and /metrics (admin.cc).
 net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
                                                 http::Request& request, http::ResponseWriter& out);
 void add_inference_routes(GatewayContext& g, http::Routes& routes);

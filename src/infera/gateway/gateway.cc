@@ -1,17 +1,14 @@
 #include "infera/gateway/gateway.h"
 
-#include <signal.h>
-
 #include <condition_variable>
-#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "infera/common/heap.h"
 #include "infera/common/log.h"
-#include "infera/common/signals.h"
 #include "infera/discovery/etcd.h"
+#include "infera/discovery/kube_source.h"
 #include "infera/gateway/context.h"
 #include "infera/http/net.h"
 
@@ -94,6 +91,15 @@ void add_metric_collectors(GatewayContext& g) {
       out.gauge("process_resident_memory_bytes", "Resident memory size in bytes.")
           .set(static_cast<double>(*rss));
     }
+    const discovery::SourceHealth discovery = g.source->health();
+    out.gauge("infera_discovery_connected",
+              "1 while the discovery backend answers; 0: the last known workers stay in use.")
+        .set(discovery.connected ? 1 : 0);
+    out.counter("infera_discovery_invalid_records_total",
+                "Worker records (etcd values, pods) skipped as malformed.")
+        .inc(static_cast<double>(discovery.invalid_records));
+    out.counter("infera_discovery_resyncs_total", "Full re-reads (re-lists) of the discovery backend.")
+        .inc(static_cast<double>(discovery.resyncs));
     out.counter("infera_predicted_blocks_confirmed_total",
                 "Predicted-on-route blocks that the worker's KV events confirmed.")
         .inc(static_cast<double>(g.predicted.confirmed_total()));
@@ -174,6 +180,9 @@ struct Gateway::Impl {
   std::mutex mu;
   std::condition_variable cv;
   bool shut = false;
+  // The config the gateway runs with, as reloads left it (the startup config until the first);
+  // the main thread's (reload()).
+  std::optional<config::ServerConfig> running;
 };
 
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -182,6 +191,46 @@ Gateway::~Gateway() { shutdown(std::chrono::milliseconds(0)); }
 
 uint16_t Gateway::port() const { return impl_->server->port(); }
 uint16_t Gateway::admin_port() const { return impl_->admin ? impl_->admin->port() : 0; }
+
+namespace {
+
+// The worker source --discovery-backend names. Its configuration is read here, at startup, so
+// that a bad kubeconfig or etcd endpoint ends the process with one clear line.
+Result<std::unique_ptr<discovery::WorkerSource>> make_worker_source(
+    const config::ServerConfig& config, http::EventLoop& loop, discovery::WorkerSet static_workers) {
+  switch (config.discovery_backend) {
+    case config::DiscoveryBackend::kStatic:
+      return std::unique_ptr<discovery::WorkerSource>(
+          std::make_unique<discovery::StaticWorkerSource>(std::move(static_workers)));
+    case config::DiscoveryBackend::kEtcd: {
+      INFERA_ASSIGN_OR_RETURN(http::Endpoint etcd, http::parse_endpoint(config.etcd_endpoint));
+      discovery::EtcdSourceOptions eo;
+      eo.prefix = config.etcd_prefix;
+      return std::unique_ptr<discovery::WorkerSource>(
+          std::make_unique<discovery::EtcdWorkerSource>(loop, etcd, eo));
+    }
+    case config::DiscoveryBackend::kKubernetes:
+      break;
+  }
+  INFERA_ASSIGN_OR_RETURN(discovery::KubeConfig kube,
+                          discovery::load_kube_config(config.kubeconfig, discovery::process_env()));
+  discovery::KubeSourceOptions ko;
+  ko.ns = !config.k8s_namespace.empty() ? config.k8s_namespace
+                                        : (!kube.ns.empty() ? kube.ns : std::string("default"));
+  if (!config.k8s_selector.empty()) ko.selectors.push_back({config.k8s_selector, std::nullopt});
+  if (!config.k8s_prefill_selector.empty()) {
+    ko.selectors.push_back({config.k8s_prefill_selector, discovery::Role::kPrefill});
+    ko.selectors.push_back({config.k8s_decode_selector, discovery::Role::kDecode});
+  }
+  ko.inference_pool = config.k8s_inference_pool;
+  INFERA_LOG(kInfo, "discovery").msg("Kubernetes API").kv("config", kube.source)
+      .kv("namespace", ko.ns);
+  INFERA_ASSIGN_OR_RETURN(auto api, discovery::KubeApi::create(std::move(kube)));
+  return std::unique_ptr<discovery::WorkerSource>(
+      std::make_unique<discovery::KubeWorkerSource>(loop, std::move(api), std::move(ko)));
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& config) {
   INFERA_ASSIGN_OR_RETURN(routing::LoadModelOptions load_model,
@@ -236,6 +285,8 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
       std::chrono::milliseconds(static_cast<int64_t>(config.engine_metrics_interval_s * 1000));
   g.fleet =
       std::make_unique<Fleet>(fo, g.index, g.load, g.engine_signals, *g.loop, *g.upstream, g.clock);
+  // Made (and its configuration read) now, started last; the metrics and admin routes read it.
+  INFERA_ASSIGN_OR_RETURN(g.source, make_worker_source(config, *g.loop, std::move(static_workers)));
   add_metric_collectors(g);
 
   http::ServerOptions so;
@@ -260,14 +311,6 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   }
 
   // Discovery last: workers arrive once everything they need exists.
-  if (config.discovery_backend == config::DiscoveryBackend::kEtcd) {
-    INFERA_ASSIGN_OR_RETURN(http::Endpoint etcd, http::parse_endpoint(config.etcd_endpoint));
-    discovery::EtcdSourceOptions eo;
-    eo.prefix = config.etcd_prefix;
-    g.source = std::make_unique<discovery::EtcdWorkerSource>(*g.loop, etcd, eo);
-  } else {
-    g.source = std::make_unique<discovery::StaticWorkerSource>(std::move(static_workers));
-  }
   g.source->start(
       [fleet = g.fleet.get()](const discovery::WorkerSetPtr& set) { fleet->update(set); });
 
@@ -321,39 +364,19 @@ void Gateway::shutdown(std::chrono::milliseconds grace) {
   i.g->fleet.reset();  // stops the subscribers
 }
 
-int run_server_command(std::span<const std::string> args) {
-  bool help = false;
-  std::string help_text;
-  auto config = config::parse_server_flags(args, &help, &help_text);
-  if (!config.ok()) {
-    std::fprintf(stderr, "infera server: %s\n", config.status().message().c_str());
-    return 2;
+void Gateway::begin_drain() {
+  if (!impl_->g->draining.exchange(true)) {
+    INFERA_LOG(kInfo, "gateway").msg("draining: /readyz answers 503; still serving");
   }
-  if (help) {
-    std::printf("%s", help_text.c_str());
-    return 0;
-  }
-  set_log_level(config->log_level);
-  // Signals are taken by this thread only (the wait below), blocked before any other thread exists.
-  const TerminationSignals signals = block_termination_signals();
-  signal(SIGPIPE, SIG_IGN);
+}
 
-  auto gateway = Gateway::create(*config);
-  if (!gateway.ok()) {
-    std::fprintf(stderr, "infera server: %s\n", gateway.status().message().c_str());
-    return 1;
-  }
-  std::printf("infera server: listening on http://%s:%u\n", config->host.c_str(),
-              static_cast<unsigned>((*gateway)->port()));
-  if ((*gateway)->admin_port()) {
-    std::printf("infera server: admin on http://%s:%u\n", config->admin_host.c_str(),
-                static_cast<unsigned>((*gateway)->admin_port()));
-  }
-  std::fflush(stdout);
-  const int sig = signals.wait();
-  INFERA_LOG(kInfo, "gateway").msg("shutting down").kv("signal", sig);
-  (*gateway)->shutdown(std::chrono::milliseconds(static_cast<int64_t>(config->shutdown_grace_s * 1000)));
-  return 0;
+Result<ReloadPlan> Gateway::reload(const config::ServerConfig& next) {
+  Impl& i = *impl_;
+  if (!i.running) i.running = i.g->config;
+  INFERA_ASSIGN_OR_RETURN(ReloadPlan plan, plan_reload(*i.running, next));
+  apply_reload(*i.g, plan);
+  i.running = plan.running_after;
+  return plan;
 }
 
 }  // namespace infera::gateway

@@ -339,6 +339,7 @@ Result<LauncherOptions> parse_launcher_flags(EngineKind kind, std::span<const st
     args = args.subspan(1);
   }
   config::FlagSet f = launcher_flag_set(s);
+  f.enable_config_sources(config::process_config_sources());  // infera's own flags only
   INFERA_RETURN_IF_ERROR(f.parse(args, &o.passthrough));
   *help_requested = f.help_requested();
   if (f.help_requested()) {

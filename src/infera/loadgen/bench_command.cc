@@ -507,6 +507,7 @@ int run_bench(BenchFlags& b) {
 int run_bench_command(std::span<const std::string> args) {
   BenchFlags flags;
   config::FlagSet f = bench_flag_set(flags);
+  f.enable_config_sources(config::process_config_sources());
   const Status parsed = f.parse(args);
   if (!parsed.ok()) {
     std::fprintf(stderr, "infera bench: %s\n", parsed.message().c_str());

@@ -211,6 +211,7 @@ int run_demo_command(std::span<const std::string> args) {
   f.add("--compare-load-models", &d.compare_load_models,
         "also run kv-aware with --kv-load-model prefill-aware, beside the default active-blocks",
         "");
+  f.enable_config_sources(config::process_config_sources());
   const Status parsed = f.parse(args);
   if (!parsed.ok()) {
     std::fprintf(stderr, "infera demo: %s\n", parsed.message().c_str());

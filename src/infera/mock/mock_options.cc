@@ -267,6 +267,7 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
     o.engine.hash_seed = seed;
   }
   config::FlagSet f = mock_flag_set(s);
+  f.enable_config_sources(config::process_config_sources());
   INFERA_RETURN_IF_ERROR(f.parse(args));
   *help_requested = f.help_requested();
   if (f.help_requested()) {

@@ -22,16 +22,25 @@ std::string_view stage_worker(Stage stage) {
   return "worker";
 }
 
-Result<std::unique_ptr<Router>> Router::create(RouterOptions options, kv::KvIndex& index,
-                                               kv::ActiveLoad& load, kv::PredictedBlocks* predicted,
-                                               const kv::EngineSignals* signals) {
-  INFERA_RETURN_IF_ERROR(validate(options.load));
+namespace {
+
+Status validate_weights(const RouterOptions& options) {
   auto valid_weight = [](double w) { return std::isfinite(w) && w >= 0; };
   if (!valid_weight(options.overlap_weight) ||
       (options.prefill_overlap_weight && !valid_weight(*options.prefill_overlap_weight)) ||
       (options.decode_overlap_weight && !valid_weight(*options.decode_overlap_weight))) {
     return invalid_argument("overlap weights must be finite and >= 0");
   }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Router>> Router::create(RouterOptions options, kv::KvIndex& index,
+                                               kv::ActiveLoad& load, kv::PredictedBlocks* predicted,
+                                               const kv::EngineSignals* signals) {
+  INFERA_RETURN_IF_ERROR(validate(options.load));
+  INFERA_RETURN_IF_ERROR(validate_weights(options));
   if (!std::isfinite(options.temperature) || options.temperature < 0) {
     return invalid_argument("router temperature must be finite and >= 0");
   }
@@ -52,7 +61,28 @@ Router::Router(RouterOptions options, std::unique_ptr<Policy> policy, kv::KvInde
                    ? signals
                    : nullptr),
       policy_(std::move(policy)),
-      rng_(options_.seed) {}
+      rng_(options_.seed) {
+  store_weights(options_);
+}
+
+void Router::store_weights(const RouterOptions& weights) {
+  for (const Stage stage : {Stage::kAggregated, Stage::kPrefill, Stage::kDecode}) {
+    stage_weights_[static_cast<size_t>(stage)].store(stage_overlap_weight(weights, stage),
+                                                     std::memory_order_relaxed);
+  }
+}
+
+Status Router::set_overlap_weights(double overlap_weight,
+                                   std::optional<double> prefill_overlap_weight,
+                                   std::optional<double> decode_overlap_weight) {
+  RouterOptions weights;
+  weights.overlap_weight = overlap_weight;
+  weights.prefill_overlap_weight = prefill_overlap_weight;
+  weights.decode_overlap_weight = decode_overlap_weight;
+  INFERA_RETURN_IF_ERROR(validate_weights(weights));
+  store_weights(weights);
+  return ok_status();
+}
 
 double stage_overlap_weight(const RouterOptions& options, Stage stage) {
   switch (stage) {
@@ -65,7 +95,9 @@ double stage_overlap_weight(const RouterOptions& options, Stage stage) {
   return options.overlap_weight;
 }
 
-double Router::overlap_weight(Stage stage) const { return stage_overlap_weight(options_, stage); }
+double Router::overlap_weight(Stage stage) const {
+  return stage_weights_[static_cast<size_t>(stage)].load(std::memory_order_relaxed);
+}
 
 Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
                                std::span<const kv::WorkerId> candidates, Stage stage) {

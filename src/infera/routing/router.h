@@ -4,11 +4,15 @@
 // pick with the load model (load_model.h), and, for route(), registers the prompt's blocks as
 // active on the winner and the blocks it will compute as predicted there.
 // Disaggregated fleets route each stage with its own overlap weight (prefill and decode, each
-// falling back to the global weight). The explain table of every decision is returned.
+// falling back to the global weight); a reload may change the weights while requests route.
+// The explain table of every decision is returned.
 // Thread-safe: any request thread may call score()/route() concurrently; route() calls are
-// serialised, each deciding on what the ones before it registered.
+// serialised, each deciding on what the ones before it registered. set_overlap_weights() from
+// any thread (the server's main thread on SIGHUP).
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -73,9 +77,17 @@ class Router {
                                                 kv::PredictedBlocks* predicted = nullptr,
                                                 const kv::EngineSignals* signals = nullptr);
 
+  // The options it was created with; the overlap weights in force are overlap_weight(stage).
   const RouterOptions& options() const { return options_; }
   uint32_t block_size() const { return index_.block_size(); }
+  // The weight `stage` is routed with now (stage_overlap_weight of the latest weights).
   double overlap_weight(Stage stage) const;
+  // Replaces the overlap weights (--kv-overlap-weight, --kv-prefill-overlap-weight,
+  // --kv-decode-overlap-weight) for the decisions that start after it. Each stage's weight is one
+  // atomic that a decision reads once, so a decision in flight keeps the weight it started with.
+  // Weights that are negative or not finite are an error and change nothing.
+  Status set_overlap_weights(double overlap_weight, std::optional<double> prefill_overlap_weight,
+                             std::optional<double> decode_overlap_weight);
 
   // Costs every candidate for the prompt and picks one; registers nothing (route-explain).
   // `seq_hashes` are the prompt's full-block hashes; `prompt_tokens` its length in tokens.
@@ -100,7 +112,11 @@ class Router {
   Router(RouterOptions options, std::unique_ptr<Policy> policy, kv::KvIndex& index,
          kv::ActiveLoad& load, kv::PredictedBlocks* predicted, const kv::EngineSignals* signals);
 
+  void store_weights(const RouterOptions& weights);
+
   RouterOptions options_;
+  // Each stage's overlap weight (by Stage), resolved: what overlap_weight() reads.
+  std::array<std::atomic<double>, 3> stage_weights_{};
   kv::KvIndex& index_;
   kv::ActiveLoad& load_;
   kv::PredictedBlocks* predicted_;    // null or off: no predicted hits

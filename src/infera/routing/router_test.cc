@@ -96,6 +96,57 @@ TEST_F(RouterTest, EachStageUsesItsOwnWeightWithFallback) {
   EXPECT_EQ(dec->worker(), 0u);  // 0.5*20 = 10 vs 0.5*10 + 30 = 35
 }
 
+TEST_F(RouterTest, SetOverlapWeightsChangesTheNextDecisions) {
+  // Worker 1 caches 10 of 20 blocks and carries 30 active blocks: at weight 1 the idle worker 0
+  // wins (20 vs 10 + 30), at weight 20 the cache does (400 vs 200 + 30).
+  cache_on(1, 10);
+  std::vector<uint64_t> busy;
+  for (uint64_t i = 0; i < 30; ++i) busy.push_back(9000 + i);
+  load_.add(1, busy);
+  auto router = make({});
+  const std::vector<kv::WorkerId> two{0, 1};
+  const auto n = static_cast<uint32_t>(prompt_.size());
+  EXPECT_EQ(router->score(hashes_, n, two)->worker(), 0u);
+
+  ASSERT_TRUE(router->set_overlap_weights(20.0, std::nullopt, 0.5).ok());
+  auto d = router->score(hashes_, n, two);
+  ASSERT_TRUE(d.ok());
+  EXPECT_DOUBLE_EQ(d->overlap_weight, 20.0);
+  EXPECT_EQ(d->worker(), 1u);
+  EXPECT_DOUBLE_EQ(router->overlap_weight(Stage::kPrefill), 20.0);  // falls back to the global one
+  EXPECT_DOUBLE_EQ(router->overlap_weight(Stage::kDecode), 0.5);
+  EXPECT_EQ(router->score(hashes_, n, two, Stage::kDecode)->worker(), 0u);
+}
+
+TEST_F(RouterTest, SetOverlapWeightsRefusesABadWeightAndKeepsTheOnesInForce) {
+  auto router = make({.overlap_weight = 2.0});
+  EXPECT_FALSE(router->set_overlap_weights(-1.0, std::nullopt, std::nullopt).ok());
+  EXPECT_FALSE(router->set_overlap_weights(1.0, std::nan(""), std::nullopt).ok());
+  EXPECT_DOUBLE_EQ(router->overlap_weight(Stage::kAggregated), 2.0);
+  EXPECT_DOUBLE_EQ(router->overlap_weight(Stage::kPrefill), 2.0);
+}
+
+TEST_F(RouterTest, DecisionsWhileTheWeightsChangeEachUseOneOfThem) {
+  auto router = make({});
+  std::atomic<bool> done{false};
+  std::thread swapper([&] {
+    for (int i = 0; i < 2000; ++i) {
+      (void)router->set_overlap_weights(i % 2 ? 3.0 : 1.0, std::nullopt, std::nullopt);
+    }
+    done = true;
+  });
+  int decisions = 0;
+  while (!done.load() || decisions < 100) {
+    auto d = router->route(hashes_, static_cast<uint32_t>(prompt_.size()), all_);
+    ASSERT_TRUE(d.ok());
+    ASSERT_TRUE(d->decision.overlap_weight == 1.0 || d->decision.overlap_weight == 3.0)
+        << d->decision.overlap_weight;
+    router->release(d->ticket);
+    ++decisions;
+  }
+  swapper.join();
+}
+
 TEST_F(RouterTest, NoCandidatesIsUnavailable) {
   auto router = make({});
   auto d = router->score(hashes_, 10, {});

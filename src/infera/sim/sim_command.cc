@@ -330,6 +330,7 @@ int report_runs(const Workload& workload, const SimFlags& s, const std::vector<R
 int run_sim_command(std::span<const std::string> args) {
   SimFlags flags;
   config::FlagSet f = sim_flag_set(flags);
+  f.enable_config_sources(config::process_config_sources());
   const Status parsed = f.parse(args);
   if (!parsed.ok()) return usage_error(parsed.message());
   if (f.help_requested()) {

@@ -102,6 +102,7 @@ int run_tokenize_command(std::span<const std::string> args) {
         "PATH_OR_ID");
   f.add("--add-special-tokens", &add_special_tokens,
         "add the post-processor's special tokens to text (rendered chat never gets them)", "");
+  f.enable_config_sources(config::process_config_sources());
   if (Status s = f.parse(args); !s.ok()) {
     std::fprintf(stderr, "infera tokenize: %s\n", s.message().c_str());
     return 2;
