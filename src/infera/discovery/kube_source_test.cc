@@ -269,6 +269,26 @@ TEST_F(KubeSourceTest, ClientCertificateAuthWorksAndABadTokenIsReported) {
   }));
 }
 
+TEST_F(KubeSourceTest, OversizedListIsRefusedWithAClearErrorAndTheFleetKept) {
+  create(pod_manifest("w0", 30070));
+  ready("w0");
+  KubeSourceOptions o = selector();
+  o.max_pods = 3;
+  start_source(o);
+  ASSERT_TRUE(probe_.wait([](const WorkerSet& s) { return s.size() == 1; }));
+  ASSERT_TRUE(api_server_->control("pods/bulk", R"({"namespace":"default","count":5,)"
+                                              R"("labels":{"app.kubernetes.io/component":"infera-worker"},)"
+                                              R"("ready":true,"ip_prefix":"10.8","port":8000})"));
+  ASSERT_TRUE(api_server_->control("expire"));  // the re-list now sees 6 pods
+  ASSERT_TRUE(infera::testing::eventually([&] {
+    return source_->health().last_error.find("more than 3 pods") != std::string::npos;
+  }));
+  EXPECT_FALSE(source_->health().connected);
+  // The watch had delivered some of the new pods before the re-list: at most what it saw, never
+  // a crash or an empty fleet.
+  EXPECT_TRUE(has(probe_.latest(), "127.0.0.1:30070"));
+}
+
 TEST_F(KubeSourceTest, AThousandPodsListInOnePass) {
   ASSERT_TRUE(api_server_->control("pods/bulk", R"({"namespace":"default","count":1000,)"
                                               R"("labels":{"app.kubernetes.io/component":"infera-worker"},)"
