@@ -51,7 +51,9 @@ class KubeE2eTest : public ::testing::Test {
                             &out),
               0)
         << out;
-    if (make_ready) ASSERT_EQ(api_->set_ready(p.pod, true), 200);
+    if (make_ready) {
+      ASSERT_EQ(api_->set_ready(p.pod, true), 200);
+    }
   }
 
   std::unique_ptr<InferaProcess> start_k8s_server(const std::string& name,
