@@ -134,6 +134,9 @@ net::awaitable<Status> KubeApi::State::exchange(Stream& stream, const std::strin
     // read_some: a watch's events are small and must not wait for a full chunk buffer.
     auto [ec, n] = co_await bhttp::async_read_some(stream, buffer, parser, use_nothrow);
     if (ec == bhttp::error::need_buffer) ec = {};
+    // An open watch that stays silent past the read deadline is not an error: the API server
+    // owes it no event and sends bookmarks only now and then. The caller resumes it.
+    if (ec == beast::error::timeout && watch && success) co_return ok_status();
     if (ec) co_return transport_error(ec, "reading the answer");
     const size_t got = sizeof chunk - parser.get().body().size;
     if (success) {

@@ -41,7 +41,8 @@ class KubeApi {
   // GET `target` (path and query); the body of a 2xx answer.
   net::awaitable<Result<std::string>> get(std::string target);
   // GET `target` as a watch: `on_line` gets each non-empty line as it arrives; a non-ok status
-  // from it ends the watch with that status. Returns ok when the server ended the stream,
+  // from it ends the watch with that status. Returns ok when the server ended the stream or
+  // the open stream stayed silent for read_timeout (resume it from the last version seen),
   // kCancelled once `stop` is set (checked between reads; cancel the coroutine to end a read).
   net::awaitable<Status> watch(std::string target,
                                std::function<Status(std::string_view)> on_line,

@@ -275,7 +275,10 @@ net::awaitable<void> KubeWorkerSource::run(size_t index) {
         INFERA_LOG(kInfo, "discovery").msg("k8s watch expired; re-listing").kv("error", ended.message());
         break;
       }
-      if (ended.ok()) {  // the server's timeoutSeconds: resume from the last version
+      // The server's timeoutSeconds, or a quiet stream that outlived the read deadline
+      // (KubeApi::watch): resume from the last version, without calling the API server
+      // unreachable.
+      if (ended.ok()) {
         backoff = options_.retry_min;
         continue;
       }

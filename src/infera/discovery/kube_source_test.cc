@@ -76,11 +76,12 @@ class KubeSourceTest : public ::testing::Test {
     loop_.reset();
   }
 
-  void start_source(KubeSourceOptions options, const std::string& variant = "kubeconfig") {
+  void start_source(KubeSourceOptions options, const std::string& variant = "kubeconfig",
+                    std::chrono::milliseconds read_timeout = 5s) {
     auto config = load_kubeconfig(api_server_->kubeconfig(variant));
     ASSERT_TRUE(config.ok()) << config.status().message();
     KubeApiOptions ao;
-    ao.read_timeout = 5s;
+    ao.read_timeout = read_timeout;
     auto api = KubeApi::create(*config, ao);
     ASSERT_TRUE(api.ok()) << api.status().message();
     options.retry_min = 50ms;
@@ -287,6 +288,30 @@ TEST_F(KubeSourceTest, OversizedListIsRefusedWithAClearErrorAndTheFleetKept) {
   // The watch had delivered some of the new pods before the re-list: at most what it saw, never
   // a crash or an empty fleet.
   EXPECT_TRUE(has(probe_.latest(), "127.0.0.1:30070"));
+}
+
+// An API server owes a quiet watch nothing (bookmarks come now and then): a watch that outlives
+// the read deadline is resumed, not reported as an outage.
+TEST_F(KubeSourceTest, QuietWatchPastTheReadDeadlineIsNotAnOutage) {
+  auto quiet = testing_support::start(1000);  // no bookmark in this test's lifetime
+  ASSERT_TRUE(quiet.ok()) << quiet.status().message();
+  api_server_ = std::make_unique<testing_support>(std::move(*quiet));
+  create(pod_manifest("w0", 30080));
+  ready("w0");
+  start_source(selector(), "kubeconfig", 200ms);
+  ASSERT_TRUE(probe_.wait([](const WorkerSet& s) { return s.size() == 1; }));
+  // Several read deadlines pass with nothing on the stream: each resumes the watch.
+  ASSERT_TRUE(infera::testing::eventually([&] {
+    std::string stats;
+    api_server_->request("GET", "/_standin/stats", {}, "application/json", &stats);
+    const auto at = stats.find("\"watch\":");
+    return at != std::string::npos && std::atoi(stats.c_str() + at + 8) >= 4;
+  })) << "the watch was not resumed after its read deadline";
+  EXPECT_TRUE(source_->health().connected) << source_->health().last_error;
+  create(pod_manifest("w1", 30081));
+  ready("w1");
+  ASSERT_TRUE(probe_.wait([](const WorkerSet& s) { return s.size() == 2; }));
+  EXPECT_TRUE(source_->health().connected);
 }
 
 TEST_F(KubeSourceTest, AThousandPodsListInOnePass) {

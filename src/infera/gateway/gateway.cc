@@ -225,7 +225,9 @@ Result<std::unique_ptr<discovery::WorkerSource>> make_worker_source(
   ko.inference_pool = config.k8s_inference_pool;
   INFERA_LOG(kInfo, "discovery").msg("Kubernetes API").kv("config", kube.source)
       .kv("namespace", ko.ns);
-  INFERA_ASSIGN_OR_RETURN(auto api, discovery::KubeApi::create(std::move(kube)));
+  discovery::KubeApiOptions ao;
+  ao.read_timeout = ko.watch_timeout + std::chrono::seconds(30);  // the server ends each watch
+  INFERA_ASSIGN_OR_RETURN(auto api, discovery::KubeApi::create(std::move(kube), ao));
   return std::unique_ptr<discovery::WorkerSource>(
       std::make_unique<discovery::KubeWorkerSource>(loop, std::move(api), std::move(ko)));
 }
