@@ -152,9 +152,14 @@ net::awaitable<Status> KubeApi::State::exchange(Stream& stream, const std::strin
 net::awaitable<Status> KubeApi::State::call(std::string target, bool watch, Sink& sink,
                                             const std::atomic<bool>* stop) {
   auto executor = co_await net::this_coro::executor;
+  // The name lookup has the connect deadline too (a DNS server may not answer).
   tcp::resolver resolver(executor);
-  auto [rec, endpoints] =
-      co_await resolver.async_resolve(config.host, std::to_string(config.port), use_nothrow);
+  net::steady_timer lookup_deadline(executor);
+  lookup_deadline.expires_after(options.connect_timeout);
+  auto lookup = co_await (resolver.async_resolve(config.host, std::to_string(config.port), use_nothrow) ||
+                          lookup_deadline.async_wait(use_nothrow));
+  if (lookup.index() == 1) co_return deadline_exceeded("Kubernetes API: timed out resolving " + config.host);
+  auto [rec, endpoints] = std::get<0>(std::move(lookup));
   if (rec) co_return transport_error(rec, "resolving " + config.host);
   beast::tcp_stream tcp_stream(executor);
   tcp_stream.expires_after(options.connect_timeout);

@@ -2,12 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "infera/common/base64.h"
+#include "infera/config/config_sources.h"
 #include "infera/config/flags.h"
 
 namespace infera::discovery {
@@ -15,25 +15,11 @@ namespace {
 
 constexpr size_t kMaxFileBytes = 4u << 20;  // kubeconfigs with embedded CAs are a few KiB
 
+// A file of the kubeconfig or the service account, bounded; errors name what it is.
 Result<std::string> read_file(const std::string& path, std::string_view what) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) return not_found("cannot read " + std::string(what) + " " + path + ": " + ec.message());
-  if (size > kMaxFileBytes) {
-    return invalid_argument(std::string(what) + " " + path + " is larger than 4 MiB");
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (!in && !in.eof()) return not_found("cannot read " + std::string(what) + " " + path);
-  return out.str();
-}
-
-std::string trim(std::string s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return {};
-  const auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
+  auto text = config::read_bounded_file(path, kMaxFileBytes);
+  if (!text.ok()) return invalid_argument(std::string(what) + " " + std::string(text.status().message()));
+  return text;
 }
 
 // "https://host:port[/]" (IPv6 in brackets) into the config; the port defaults by scheme.
@@ -162,10 +148,7 @@ Result<KubeConfig> parse_kubeconfig(const YAML::Node& root, const std::string& p
 Result<std::string> KubeConfig::bearer_token() const {
   if (!token.empty()) return token;
   if (token_file.empty()) return std::string();
-  INFERA_ASSIGN_OR_RETURN(std::string t, read_file(token_file, "token file"));
-  t = trim(std::move(t));
-  if (t.empty()) return unauthenticated("token file " + token_file + " is empty");
-  return t;
+  return config::read_token_file(token_file);
 }
 
 EnvLookup process_env() {
@@ -192,7 +175,8 @@ Result<KubeConfig> load_in_cluster_config(const EnvLookup& env, std::string dir)
   INFERA_ASSIGN_OR_RETURN(c.ca_pem, read_file(dir + "/ca.crt", "service-account CA"));
   INFERA_RETURN_IF_ERROR(c.bearer_token().status());  // readable now, re-read per connection
   if (auto ns = read_file(dir + "/namespace", "service-account namespace"); ns.ok()) {
-    c.ns = trim(std::move(*ns));
+    c.ns = std::move(*ns);
+    while (!c.ns.empty() && std::isspace(static_cast<unsigned char>(c.ns.back()))) c.ns.pop_back();
   }
   return c;
 }

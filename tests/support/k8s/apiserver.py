@@ -601,20 +601,6 @@ def _ptr(path):
     return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
 
 
-def _ptr_parent(doc, parts):
-    cur = doc
-    for p in parts[:-1]:
-        if isinstance(cur, dict):
-            if p not in cur:
-                raise ValueError("path not found: %s" % p)
-            cur = cur[p]
-        elif isinstance(cur, list):
-            cur = cur[int(p)]
-        else:
-            raise ValueError("path not found: %s" % p)
-    return cur
-
-
 def _ptr_get(doc, parts):
     cur = doc
     for p in parts:
@@ -627,6 +613,10 @@ def _ptr_get(doc, parts):
         else:
             raise ValueError("path not found: %s" % p)
     return cur
+
+
+def _ptr_parent(doc, parts):
+    return _ptr_get(doc, parts[:-1])
 
 
 def json_patch(doc, ops):
