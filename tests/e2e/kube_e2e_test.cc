@@ -226,6 +226,56 @@ TEST_F(KubeE2eTest, FaultsLoseNoRequest) {
   EXPECT_GT(sent.load(), 10);
 }
 
+// The role of each worker in /v1/admin/workers, by id.
+std::map<std::string, std::string> roles(uint16_t server) {
+  std::map<std::string, std::string> out;
+  const Reply r = get(server, "/v1/admin/workers");
+  const json::value v = parse_json(r.body);
+  if (const json::value* list = find(v, "workers"); list && list->is_array()) {
+    for (const json::value& w : list->get_array()) out[string_at(w, "worker_id")] = string_at(w, "role");
+  }
+  return out;
+}
+
+// --k8s-namespace with --k8s-prefill-selector / --k8s-decode-selector, and
+// --k8s-inference-pool, read by the binary: only the pods they name join, with their roles.
+TEST_F(KubeE2eTest, NamespaceRoleSelectorsAndInferencePoolFlagsChooseThePods) {
+  auto pod = [](const std::string& name, const std::string& labels, int port) {
+    return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  labels:\n" + labels +
+           "  annotations:\n    infera.ai/port: \"" + std::to_string(port) + "\"\nspec:\n  containers:\n"
+           "  - name: engine\n    image: infera:latest\n";
+  };
+  auto create = [&](const std::string& ns, const std::string& name, const std::string& yaml) {
+    const std::string path = (api_->dir() / (ns + "-" + name + ".yaml")).string();
+    std::ofstream(path) << yaml;
+    std::string out;
+    ASSERT_EQ(api_->kubectl({"-n", ns, "create", "-f", path}, &out), 0) << out;
+    ASSERT_EQ(api_->set_ready(name, true, "127.0.0.1", ns), 200);
+  };
+  create("ml", "p0", pod("p0", "    tier: prefill\n    pool: a\n", 31001));
+  create("ml", "d0", pod("d0", "    tier: decode\n", 31002));
+  create("ml", "x0", pod("x0", "    tier: other\n    pool: a\n", 31003));
+  create("default", "p1", pod("p1", "    tier: prefill\n", 31004));  // another namespace
+  auto split = start_server("k8s_split", {"--discovery-backend", "k8s", "--kubeconfig", api_->kubeconfig(),
+                                          "--k8s-namespace", "ml", "--k8s-prefill-selector", "tier=prefill",
+                                          "--k8s-decode-selector", "tier=decode"});
+  ASSERT_TRUE(split->ready());
+  const std::map<std::string, std::string> want = {{"127.0.0.1:31001", "prefill"}, {"127.0.0.1:31002", "decode"}};
+  ASSERT_TRUE(eventually([&] { return roles(split->port()) == want; })) << get(split->port(), "/v1/admin/workers").body;
+
+  const std::string pool = (api_->dir() / "pool.yaml").string();
+  std::ofstream(pool) << "apiVersion: inference.networking.k8s.io/v1\nkind: InferencePool\nmetadata:\n"
+                         "  name: pool-a\nspec:\n  selector:\n    matchLabels:\n      pool: a\n"
+                         "  targetPorts:\n  - number: 8000\n";
+  std::string out;
+  ASSERT_EQ(api_->kubectl({"-n", "ml", "apply", "-f", pool}, &out), 0) << out;
+  auto pooled = start_server("k8s_pool", {"--discovery-backend", "k8s", "--kubeconfig", api_->kubeconfig(),
+                                          "--k8s-namespace", "ml", "--k8s-inference-pool", "pool-a"});
+  ASSERT_TRUE(pooled->ready());
+  const std::map<std::string, std::string> pool_want = {{"127.0.0.1:31001", "both"}, {"127.0.0.1:31003", "both"}};
+  ASSERT_TRUE(eventually([&] { return roles(pooled->port()) == pool_want; })) << get(pooled->port(), "/v1/admin/workers").body;
+}
+
 TEST_F(KubeE2eTest, BadKubeconfigIsAStartupErrorNamingIt) {
   const std::string bad = (api_->dir() / "bad-kubeconfig").string();
   std::ofstream(bad) << "current-context: nowhere\n";
