@@ -119,6 +119,13 @@ class [[nodiscard]] Result {
     if (!infera_status_.ok()) return infera_status_; \
   } while (false)
 
+// The same inside a coroutine (co_return).
+#define INFERA_CO_RETURN_IF_ERROR(expr)        \
+  do {                                         \
+    ::infera::Status infera_status_ = (expr);  \
+    if (!infera_status_.ok()) co_return infera_status_; \
+  } while (false)
+
 #define INFERA_CONCAT_INNER_(a, b) a##b
 #define INFERA_CONCAT_(a, b) INFERA_CONCAT_INNER_(a, b)
 // `INFERA_ASSIGN_OR_RETURN(auto x, make_x());` declares x from a Result or returns its Status.
