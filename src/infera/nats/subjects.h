@@ -1,0 +1,47 @@
+// The subjects of docs/contracts.md section 11, in one place: everything under the namespace NS
+// (`--namespace`, default `infera`), a worker named by its id as one subject token.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "infera/nats/protocol.h"
+
+namespace infera::nats {
+
+inline constexpr std::string_view kDefaultNamespace = "infera";
+
+// NS.kv-events.<worker>: the worker's KV-event batches (events/nats_envelope.h).
+inline std::string kv_events_subject(std::string_view ns, std::string_view worker_id) {
+  return std::string(ns) + ".kv-events." + subject_token(worker_id);
+}
+// NS.kv-events.*: every worker's batches (the router's one subscription).
+inline std::string kv_events_wildcard(std::string_view ns) { return std::string(ns) + ".kv-events.*"; }
+// NS.kv-replay.<worker>: replay requests answered by the worker's relay.
+inline std::string kv_replay_subject(std::string_view ns, std::string_view worker_id) {
+  return std::string(ns) + ".kv-replay." + subject_token(worker_id);
+}
+// NS.requests.<worker>: inference requests (nats/request_wire.h).
+inline std::string requests_subject(std::string_view ns, std::string_view worker_id) {
+  return std::string(ns) + ".requests." + subject_token(worker_id);
+}
+// The last token of a subject (the worker's token of the subjects above).
+inline std::string_view last_token(std::string_view subject) {
+  const size_t dot = subject.rfind('.');
+  return dot == std::string_view::npos ? subject : subject.substr(dot + 1);
+}
+
+// A namespace is one or more subject tokens of letters, digits, '-' and '_'.
+inline bool valid_namespace(std::string_view ns) {
+  if (ns.empty() || ns.size() > 128 || ns.front() == '.' || ns.back() == '.') return false;
+  char prev = 0;
+  for (char c : ns) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || (c == '.' && prev != '.');
+    if (!ok) return false;
+    prev = c;
+  }
+  return true;
+}
+
+}  // namespace infera::nats
