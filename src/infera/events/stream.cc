@@ -226,6 +226,28 @@ WorkerStream::Incarnation WorkerStream::check_incarnation(Rank& rank) {
   return equal ? Incarnation::kSame : Incarnation::kDifferent;
 }
 
+void WorkerStream::catch_up() {
+  if (state() == SubscriberState::kStale) return;  // nothing but a clean slate helps
+  for (Rank& r : ranks_) {
+    if (!r.seen) continue;
+    const uint64_t from = r.last + 1;
+    FillResult f = fill(r, from, UINT64_MAX, /*keep_last=*/true);
+    if (f.cancelled) return;
+    if (f.applied > 0) {
+      r.last = f.next - 1;
+      r.last_payload = std::move(f.last_payload);
+      std::lock_guard lock(mu_);
+      for (RankSequence& seq : stats_.sequences) {
+        if (seq.dp_rank == r.dp_rank) seq.last_seq = r.last;
+      }
+    }
+    // complete is never true with an open end; a hole or a failed request is what counts.
+    if (f.applied > 0 && f.next - from != f.applied) {
+      go_stale("catch-up replay incomplete", r.dp_rank, from, f.next);
+    }
+  }
+}
+
 void WorkerStream::set_stopped() { set_state(SubscriberState::kStopped); }
 
 StreamStats WorkerStream::stats() const {
@@ -244,7 +266,8 @@ WorkerStream::Rank* WorkerStream::rank_state(int64_t dp_rank) {
   return &ranks_.back();
 }
 
-WorkerStream::FillResult WorkerStream::fill(Rank& rank, uint64_t from, uint64_t until) {
+WorkerStream::FillResult WorkerStream::fill(Rank& rank, uint64_t from, uint64_t until,
+                                           bool keep_last) {
   FillResult result;
   if (replay_ == nullptr) {
     std::lock_guard lock(mu_);
@@ -275,7 +298,9 @@ WorkerStream::FillResult WorkerStream::fill(Rank& rank, uint64_t from, uint64_t 
     }
     ++result.applied;
     next = seq + 1;
+    if (keep_last) result.last_payload.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
   });
+  result.next = next;
   result.complete = status.ok() && !hole && next == until;
   result.cancelled = status.code() == StatusCode::kCancelled;
   {

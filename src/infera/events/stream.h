@@ -84,6 +84,11 @@ class WorkerStream {
   // sequence rules); a restart when it is not or when that cannot be decided. May replay
   // (bounded by the replay timeout).
   void on_reconnected(int64_t dp_rank);
+  // Asks the replay buffer for whatever followed the last batch of each rank seen, and applies
+  // it: after a transport outage in which live messages may have been lost without a later one
+  // to show the gap (NATS reconnects). A buffer that no longer holds the next batch makes the
+  // mirror stale, as a gap would. From the stream's thread.
+  void catch_up();
   // Marks the stream stopped (stats keep their values).
   void set_stopped();
 
@@ -107,11 +112,13 @@ class WorkerStream {
     bool complete = false;
     bool cancelled = false;  // the subscriber is stopping: neither stale nor fresh
     uint64_t applied = 0;
+    uint64_t next = 0;  // the sequence after the last one applied
+    std::string last_payload;  // its payload (kept only when asked)
   };
 
   Rank* rank_state(int64_t dp_rank);
   // Replays [from, until) of `rank` and applies what arrives in order.
-  FillResult fill(Rank& rank, uint64_t from, uint64_t until);
+  FillResult fill(Rank& rank, uint64_t from, uint64_t until, bool keep_last = false);
   // Applies a decoded batch; true when it ended a stale period (the caller counts it).
   bool apply_batch(const EventBatch& batch, ApplyTally& tally);
   void count_decode_error(const DecodeResult& result, uint64_t seq);
