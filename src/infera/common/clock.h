@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <thread>
 
 namespace infera {
 
@@ -35,6 +36,10 @@ class ManualClock final : public Clock {
  private:
   std::atomic<int64_t> now_ns_;
 };
+
+// CPU time `thread` has used so far; 0 when it is not running or the clock cannot be read. For
+// benchmarks and stats that want a thread's own cost whatever else runs on the machine.
+Nanos thread_cpu_time(const std::thread& thread);
 
 inline double to_ms(Nanos d) { return static_cast<double>(d.count()) / 1e6; }
 inline double to_seconds(Nanos d) { return static_cast<double>(d.count()) / 1e9; }

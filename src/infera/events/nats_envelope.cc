@@ -27,6 +27,14 @@ std::array<uint8_t, 24> NatsEnvelope::seq_frame() const {
 std::string encode_envelope(std::string_view worker_id, std::span<const uint8_t> seq_frame,
                             std::string_view topic, std::span<const uint8_t> batch) {
   std::string out;
+  encode_envelope_to(out, worker_id, seq_frame, topic, batch);
+  return out;
+}
+
+void encode_envelope_to(std::string& out, std::string_view worker_id,
+                        std::span<const uint8_t> seq_frame, std::string_view topic,
+                        std::span<const uint8_t> batch) {
+  out.clear();
   out.reserve(batch.size() + worker_id.size() + topic.size() + 64);
   MsgpackWriter w(out);
   const bool with_id = seq_frame.size() == 24;
@@ -43,7 +51,6 @@ std::string encode_envelope(std::string_view worker_id, std::span<const uint8_t>
     w.str("publisher_id");
     w.bin(seq_frame.subspan(8, 16));
   }
-  return out;
 }
 
 std::string encode_replay_end() {

@@ -33,6 +33,10 @@ struct NatsEnvelope {
 // `seq_frame`: the engine's 8- or 24-byte sequence frame.
 std::string encode_envelope(std::string_view worker_id, std::span<const uint8_t> seq_frame,
                             std::string_view topic, std::span<const uint8_t> batch);
+// The same into `out` (replaced; its capacity is kept: a relay reuses one buffer).
+void encode_envelope_to(std::string& out, std::string_view worker_id,
+                        std::span<const uint8_t> seq_frame, std::string_view topic,
+                        std::span<const uint8_t> batch);
 std::string encode_replay_end();
 // Views into `bytes`.
 Result<NatsEnvelope> decode_envelope(std::span<const uint8_t> bytes);

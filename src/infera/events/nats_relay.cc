@@ -86,9 +86,9 @@ bool KvEventRelay::relay_message(Sockets& sockets) {
     ++stats_.malformed;
     return true;
   }
-  const std::string topic(static_cast<const char*>(frames[0].data()), frames[0].size());
-  const std::string envelope = encode_envelope(config_.worker_id, seq, topic, frame_bytes(frames[2]));
-  const Status s = client_.publish(subject_, envelope);
+  const std::string_view topic(static_cast<const char*>(frames[0].data()), frames[0].size());
+  encode_envelope_to(envelope_, config_.worker_id, seq, topic, frame_bytes(frames[2]));
+  const Status s = client_.publish(subject_, envelope_);
   std::lock_guard lock(mu_);
   if (s.ok()) {
     ++stats_.relayed;

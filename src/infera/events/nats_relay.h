@@ -89,6 +89,7 @@ class KvEventRelay {
   std::string subject_;
   std::atomic<bool> stop_{false};
   uint64_t replay_sid_ = 0;
+  std::string envelope_;  // the socket thread's encode buffer
   std::thread thread_;
 
   mutable std::mutex mu_;

@@ -109,8 +109,15 @@ Status NatsEventSource::start() {
       return;
     }
     queued_bytes_ += m.payload.size();
-    queue_.push_back({it->second, std::string(m.payload)});
-    cv_.notify_one();
+    const bool was_empty = queue_.empty();
+    std::string payload;
+    if (!spare_.empty()) {  // a buffer the stream thread is done with: no allocation
+      payload = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    payload.assign(m.payload);
+    queue_.push_back({it->second, std::move(payload)});
+    if (was_empty) cv_.notify_one();  // the stream thread drains all it finds: one wake-up
   });
   if (!sid.ok()) return sid.status();
   sid_ = *sid;
@@ -206,17 +213,25 @@ void NatsEventSource::handle(const Item& item) {
 }
 
 void NatsEventSource::run() {
+  std::deque<Item> batch;
   while (!stop_.load()) {
-    Item item;
     {
       std::unique_lock lock(mu_);
+      // The buffers of the batch just handled go back for the NATS thread to reuse.
+      for (Item& item : batch) {
+        if (spare_.size() < kMaxSpares && item.payload.capacity() <= kMaxSpareBytes) {
+          spare_.push_back(std::move(item.payload));
+        }
+      }
+      batch.clear();
       cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return !queue_.empty() || stop_.load(); });
-      if (queue_.empty()) continue;
-      item = std::move(queue_.front());
-      queue_.pop_front();
-      queued_bytes_ -= item.payload.size();
+      batch.swap(queue_);
+      queued_bytes_ = 0;
     }
-    handle(item);
+    for (const Item& item : batch) {
+      if (stop_.load()) break;
+      handle(item);
+    }
   }
 }
 

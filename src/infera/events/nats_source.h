@@ -28,6 +28,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "infera/common/clock.h"
 #include "infera/common/status.h"
@@ -84,6 +85,8 @@ class NatsEventSource {
   std::optional<StreamStats> stats(kv::WorkerId worker) const;
   std::optional<SubscriberState> state(kv::WorkerId worker) const;
   NatsSourceStats source_stats() const;
+  // CPU time of the stream thread (decode, sequence tracking, apply).
+  Nanos thread_cpu_time() const { return infera::thread_cpu_time(thread_); }
 
  private:
   struct Entry;
@@ -105,6 +108,9 @@ class NatsEventSource {
   std::condition_variable cv_;
   std::unordered_map<std::string, std::shared_ptr<Entry>> by_token_;  // guarded by mu_
   std::deque<Item> queue_;                                          // guarded by mu_
+  std::vector<std::string> spare_;  // guarded by mu_: payload buffers to reuse
+  static constexpr size_t kMaxSpares = 4096;
+  static constexpr size_t kMaxSpareBytes = 64 * 1024;
   size_t queued_bytes_ = 0;                                         // guarded by mu_
   bool was_down_ = false;                                           // guarded by mu_
   NatsSourceStats stats_;                                           // guarded by mu_

@@ -1,7 +1,5 @@
 #include "infera/events/subscriber.h"
 
-#include <pthread.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cstring>
@@ -194,17 +192,7 @@ StreamStats KvEventSubscriber::stats() const {
   return stream_ ? stream_->stats() : StreamStats{};
 }
 
-Nanos KvEventSubscriber::thread_cpu_time() const {
-  if (!thread_.joinable()) return Nanos(0);
-  clockid_t clock;
-  timespec ts{};
-  // const_cast: native_handle() is not const, but reading the thread's clock changes nothing.
-  if (pthread_getcpuclockid(const_cast<std::thread&>(thread_).native_handle(), &clock) != 0 ||
-      clock_gettime(clock, &ts) != 0) {
-    return Nanos(0);
-  }
-  return Nanos(int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec);
-}
+Nanos KvEventSubscriber::thread_cpu_time() const { return infera::thread_cpu_time(thread_); }
 
 SubscriberState KvEventSubscriber::state() const {
   return stream_ ? stream_->state() : SubscriberState::kStopped;

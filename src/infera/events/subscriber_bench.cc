@@ -8,6 +8,12 @@
 // index keeps its size (a full engine cache evicts as fast as it stores). Target: >= 3 M blocks/s
 // (stored + removed) on the subscriber thread.
 //
+// BM_NatsRelayDecodeApply: the same stream over NATS end to end (issue 23 target: >= 3 M
+// blocks/s): the ZMQ publisher -> KvEventRelay (worker side) -> a real nats-server (Debian) ->
+// NatsEventSource -> the index. NATS has no flow control of its own (core NATS drops for a slow
+// consumer), so the sender keeps at most kWindow batches ahead of what the router applied, which
+// measures capacity without loss.
+//
 // BM_HwmOverload: the vLLM-like KvEventPublisher (drops at its HWM, as vLLM's PUB does) blasts a
 // burst of batches at a subscriber that cannot keep up; reports what was dropped, how the gaps
 // were detected and repaired through replay, whether the replay buffer sufficed (else: stale),
@@ -25,6 +31,10 @@
 #include "infera/events/endpoint.h"
 #include "infera/events/publisher.h"
 #include "infera/events/subscriber.h"
+#include "infera/events/nats_relay.h"
+#include "infera/events/nats_source.h"
+#include "infera/nats/client.h"
+#include "tests/support/nats_process.h"
 
 namespace infera::events {
 namespace {
@@ -226,6 +236,109 @@ BENCHMARK(BM_ZmqDecodeApply)
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
+
+void BM_NatsRelayDecodeApply(benchmark::State& state) {
+  const Workload& wl = workload();
+  const auto resident = static_cast<uint64_t>(state.range(0));
+  kv::KvIndex index(kv::KvIndex::Options{kBs, 64});
+  auto server = testing::NatsProcess::start();
+  if (!server.ok()) {
+    state.SkipWithError("nats-server did not start");
+    return;
+  }
+  nats::ClientOptions no;
+  no.servers = *nats::parse_server_urls(server->url());
+  nats::Client worker_bus(no), router_bus(no);
+  if (!worker_bus.connect().ok() || !router_bus.connect().ok()) {
+    state.SkipWithError("NATS connect failed");
+    return;
+  }
+  zmq::context_t ctx;
+  zmq::socket_t pub(ctx, zmq::socket_type::xpub);
+  pub.set(zmq::sockopt::linger, 0);
+  pub.set(zmq::sockopt::sndhwm, 10000);
+  pub.set(zmq::sockopt::xpub_nodrop, 1);
+  pub.bind("tcp://127.0.0.1:*");
+  NatsEventSource source(index, router_bus, NatsSourceConfig{});
+  (void)source.add_worker({kWorker, "bench:1", {}});
+  (void)source.start();
+  (void)router_bus.flush();
+  RelayConfig rc;
+  rc.worker_id = "bench:1";
+  rc.endpoint = pub.get(zmq::sockopt::last_endpoint);
+  rc.topic = "kv";
+  KvEventRelay relay(worker_bus, rc);
+  if (!relay.start().ok()) {
+    state.SkipWithError("relay did not start");
+    return;
+  }
+  zmq::message_t subscription;
+  (void)pub.recv(subscription);
+  constexpr uint64_t kWindow = 4000;  // ~14 MB in flight, below the relay's 32 MiB buffer
+  auto applied = [&]() -> uint64_t {
+    auto st = source.stats(kWorker);
+    auto last = st ? st->last_seq(0) : std::nullopt;
+    return last ? *last + 1 : 0;
+  };
+  auto run = [&](uint64_t first, uint64_t end) {
+    for (uint64_t i = first; i < end; ++i) {
+      // (Progress is read every 256 batches: reading stats takes the stream's lock.)
+      if (i % 256 == 0) {
+        while (i - applied() >= kWindow) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      const std::string seq = sequence_frame(i);
+      while (!pub.send(zmq::buffer("kv", 2), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      pub.send(zmq::buffer(seq), zmq::send_flags::sndmore);
+      pub.send(zmq::buffer(wl.payload(i, resident)), zmq::send_flags::none);
+    }
+    return wait_for([&] { return applied() == end; }, std::chrono::seconds(300));
+  };
+  if (!run(0, resident)) {
+    state.SkipWithError("router did not catch up");
+    return;
+  }
+  const StreamStats before = *source.stats(kWorker);
+  const Nanos cpu_before = source.thread_cpu_time() + router_bus.thread_cpu_time();
+  constexpr uint64_t kPerIteration = 100000;
+  uint64_t next = resident;
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool done = run(next, next + kPerIteration);
+    next += kPerIteration;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    seconds += s;
+    state.SetIterationTime(s);
+    if (!done) {
+      state.SkipWithError("router did not catch up");
+      return;
+    }
+  }
+  const StreamStats st = *source.stats(kWorker);
+  const double stored = static_cast<double>(st.applied.blocks_stored - before.applied.blocks_stored);
+  const double removed = static_cast<double>(st.applied.blocks_removed - before.applied.blocks_removed);
+  state.SetItemsProcessed(static_cast<int64_t>(stored + removed));
+  state.counters["stored_blocks_per_s"] = stored / seconds;
+  state.counters["batches_per_s"] = static_cast<double>(st.batches - before.batches) / seconds;
+  // The router's own cost (its NATS connection's thread and the stream thread), the figure
+  // to compare with the ZMQ subscriber's blocks_per_sub_cpu_s.
+  const double cpu_s = to_seconds(source.thread_cpu_time() + router_bus.thread_cpu_time() - cpu_before);
+  state.counters["blocks_per_router_cpu_s"] = (stored + removed) / cpu_s;
+  state.counters["gaps"] = static_cast<double>(st.gaps);
+  state.counters["relay_dropped"] = static_cast<double>(relay.stats().dropped);
+  state.counters["source_dropped"] = static_cast<double>(source.source_stats().dropped);
+  state.counters["mirror_exact"] = mirror_exact(index, next, resident) ? 1 : 0;
+  relay.stop();
+  source.stop();
+}
+BENCHMARK(BM_NatsRelayDecodeApply)
+    ->Args({4096})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+
 
 // The same stream without sockets: decode and apply on the benchmark thread. The difference to
 // BM_ZmqDecodeApply is what receiving through ZeroMQ costs the subscriber thread.

@@ -9,6 +9,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "infera/common/clock.h"
 #include "infera/common/log.h"
 #include "infera/http/net.h"
 #include "infera/http/tls.h"
@@ -25,6 +26,15 @@ std::string random_token() {
   for (int i = 0; i < 22; ++i) out.push_back(kAlphabet[g() % 62]);
   return out;
 }
+
+constexpr size_t kReadSize = 64 * 1024;
+
+// One read's bytes (allocated once per connection; never zero-filled per read).
+struct ReadBuffer {
+  std::unique_ptr<char[]> data{new char[kReadSize]};
+  size_t size = 0;
+  std::string_view view() const { return {data.get(), size}; }
+};
 
 struct Subscription {
   std::string subject;
@@ -85,7 +95,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   net::awaitable<Status> reader(Parser& parser);
   net::awaitable<Status> writer();
   net::awaitable<Status> pinger();
-  net::awaitable<Status> read_some(std::string& buf);
+  net::awaitable<Status> read_some(ReadBuffer& buf);
   net::awaitable<Status> write_all(const std::string& bytes);
   Status handle(const Frame& f);
   void dispatch(const Frame& f);
@@ -97,11 +107,10 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   }
 };
 
-net::awaitable<Status> Client::Impl::read_some(std::string& buf) {
-  buf.resize(64 * 1024);
-  auto [ec, n] = tls ? co_await tls->async_read_some(net::buffer(buf), use_nothrow)
-                     : co_await socket->async_read_some(net::buffer(buf), use_nothrow);
-  buf.resize(n);
+net::awaitable<Status> Client::Impl::read_some(ReadBuffer& buf) {
+  auto [ec, n] = tls ? co_await tls->async_read_some(net::buffer(buf.data.get(), kReadSize), use_nothrow)
+                     : co_await socket->async_read_some(net::buffer(buf.data.get(), kReadSize), use_nothrow);
+  buf.size = n;
   if (ec) co_return unavailable("NATS connection read: " + ec.message());
   co_return ok_status();
 }
@@ -116,7 +125,7 @@ net::awaitable<Status> Client::Impl::write_all(const std::string& bytes) {
 // INFO, TLS when asked, CONNECT, then a PING whose PONG proves the server accepted us (an
 // authorization failure is the -ERR that comes instead).
 net::awaitable<Status> Client::Impl::handshake(const ServerUrl& url, Parser& parser) {
-  std::string buf;
+  ReadBuffer buf;
   Frame f;
   auto next_frame = [&]() -> net::awaitable<Status> {
     for (;;) {
@@ -125,7 +134,7 @@ net::awaitable<Status> Client::Impl::handshake(const ServerUrl& url, Parser& par
       if (n == Parser::Next::kError) co_return data_loss("NATS handshake: " + parser.error());
       Status s = co_await read_some(buf);
       if (!s.ok()) co_return s;
-      parser.feed(buf);
+      parser.feed(buf.view());
     }
   };
   INFERA_CO_RETURN_IF_ERROR(co_await next_frame());
@@ -261,7 +270,7 @@ Status Client::Impl::handle(const Frame& f) {
 }
 
 net::awaitable<Status> Client::Impl::reader(Parser& parser) {
-  std::string buf;
+  ReadBuffer buf;
   Frame f;
   for (;;) {
     for (;;) {
@@ -277,7 +286,7 @@ net::awaitable<Status> Client::Impl::reader(Parser& parser) {
       INFERA_CO_RETURN_IF_ERROR(handle(f));
     }
     INFERA_CO_RETURN_IF_ERROR(co_await read_some(buf));
-    parser.feed(buf);
+    parser.feed(buf.view());
   }
 }
 
@@ -581,6 +590,10 @@ size_t Client::max_payload() const { return impl_->server_max_payload.load(); }
 ClientStats Client::stats() const {
   std::lock_guard lock(impl_->mu);
   return impl_->stats;
+}
+
+std::chrono::nanoseconds Client::thread_cpu_time() const {
+  return infera::thread_cpu_time(impl_->thread);
 }
 
 std::string Client::server() const {

@@ -120,6 +120,8 @@ class Client {
   ClientStats stats() const;
   // The server connected to now (display form), or "".
   std::string server() const;
+  // CPU time of the client's thread (reads, parsing, handlers, writes).
+  std::chrono::nanoseconds thread_cpu_time() const;
 
   struct Impl;
 
