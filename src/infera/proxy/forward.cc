@@ -10,16 +10,6 @@ bool is_event_stream(std::string_view content_type) {
   return content_type.rfind(http::kSseContentType, 0) == 0;
 }
 
-// The request's deadline (on `clock`, possibly a test clock) as a point on the steady clock
-// that socket timers use.
-std::chrono::steady_clock::time_point steady_deadline(Nanos deadline, const Clock& clock) {
-  const Nanos now = clock.now();
-  if (deadline == Nanos::max()) return std::chrono::steady_clock::time_point::max();
-  const auto left = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      deadline > now ? deadline - now : Nanos(0));
-  return std::chrono::steady_clock::now() + left;
-}
-
 // A wait that timed out at the request's deadline says so (not which socket wait it was).
 Status at_deadline(Status error, Nanos deadline, const Clock& clock) {
   if (error.code() == StatusCode::kDeadlineExceeded && clock.now() >= deadline) {
@@ -28,7 +18,31 @@ Status at_deadline(Status error, Nanos deadline, const Clock& clock) {
   return error;
 }
 
+// The HTTP transport's opened response.
+class HttpOpened final : public OpenedResponse {
+ public:
+  explicit HttpOpened(http::ClientStream& s) : s_(s) {}
+  int status() const override { return s_.status(); }
+  std::string_view header(std::string_view name) const override { return s_.header(name); }
+  net::awaitable<Result<std::string_view>> read(std::chrono::steady_clock::time_point deadline) override {
+    return s_.read(deadline);
+  }
+  bool done() const override { return s_.done(); }
+  void close() override { s_.close(); }
+
+ private:
+  http::ClientStream& s_;
+};
+
 }  // namespace
+
+std::chrono::steady_clock::time_point steady_deadline(Nanos deadline, const Clock& clock) {
+  const Nanos now = clock.now();
+  if (deadline == Nanos::max()) return std::chrono::steady_clock::time_point::max();
+  const auto left = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      deadline > now ? deadline - now : Nanos(0));
+  return std::chrono::steady_clock::now() + left;
+}
 
 bool hop_by_hop(std::string_view name) {
   for (std::string_view h :
@@ -77,21 +91,31 @@ std::string_view forward_result_name(ForwardResult result) {
   return "?";
 }
 
+ForwardOutcome open_failed(Status error, const Downstream& out, const ForwardOptions& options,
+                           const Clock& clock) {
+  ForwardOutcome o;
+  o.error = at_deadline(std::move(error), options.deadline, clock);
+  o.result = out.client_gone() || o.error.code() == StatusCode::kCancelled
+                 ? ForwardResult::kClientGone
+                 : ForwardResult::kRetryable;
+  return o;
+}
+
 net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
                                        http::Request request, Downstream& out,
                                        ForwardOptions options, const Clock& clock) {
-  ForwardOutcome o;
   // Every wait (connect, send, header, each piece of the body) ends by the request's deadline.
   const auto deadline = steady_deadline(options.deadline, clock);
   auto opened = co_await client.stream(to, std::move(request), deadline);
-  if (!opened.ok()) {
-    o.error = at_deadline(opened.error().status, options.deadline, clock);
-    o.result = out.client_gone() || o.error.code() == StatusCode::kCancelled
-                   ? ForwardResult::kClientGone
-                   : ForwardResult::kRetryable;
-    co_return o;
-  }
-  http::ClientStream& up = opened.value();
+  if (!opened.ok()) co_return open_failed(opened.error().status, out, options, clock);
+  HttpOpened up(opened.value());
+  co_return co_await relay_response(up, out, options, clock, deadline);
+}
+
+net::awaitable<ForwardOutcome> relay_response(OpenedResponse& up, Downstream& out,
+                                              const ForwardOptions& options, const Clock& clock,
+                                              std::chrono::steady_clock::time_point deadline) {
+  ForwardOutcome o;
   o.upstream_status = up.status();
   if (up.status() >= 500) {
     // The worker could not serve it; nothing went downstream, so another worker may.
@@ -105,11 +129,9 @@ net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
   Result<std::string_view> piece = co_await up.read(deadline);
   if (!piece.ok()) {
     up.close();
-    o.error = at_deadline(piece.status(), options.deadline, clock);
-    o.result = out.client_gone() || o.error.code() == StatusCode::kCancelled
-                   ? ForwardResult::kClientGone
-                   : ForwardResult::kRetryable;
-    co_return o;
+    ForwardOutcome failed = open_failed(piece.status(), out, options, clock);
+    failed.upstream_status = o.upstream_status;
+    co_return failed;
   }
   if (options.abandoned && *options.abandoned) {
     up.close();

@@ -102,6 +102,32 @@ net::awaitable<ForwardOutcome> forward(http::Client& client, http::Endpoint to,
                                        http::Request request, Downstream& out,
                                        ForwardOptions options, const Clock& clock);
 
+// An upstream response being received, whatever carries it (an HTTP ClientStream, a NATS reply
+// inbox): what relay_response() reads. Owned by the call that opened it.
+class OpenedResponse {
+ public:
+  virtual ~OpenedResponse() = default;
+  virtual int status() const = 0;
+  virtual std::string_view header(std::string_view name) const = 0;
+  // The next body piece, or an empty view at the end; waits no longer than `deadline`.
+  virtual net::awaitable<Result<std::string_view>> read(std::chrono::steady_clock::time_point deadline) = 0;
+  virtual bool done() const = 0;  // the body has been read completely
+  // Cancels the exchange: the worker sees the request go away. Idempotent.
+  virtual void close() = 0;
+};
+
+// The relay loop every transport shares: forward()'s rules from an opened response on (a 5xx
+// header is retryable, the header waits for the first body piece, backpressure, the broken-
+// stream error event). `deadline`: options.deadline on the steady clock.
+net::awaitable<ForwardOutcome> relay_response(OpenedResponse& up, Downstream& out,
+                                              const ForwardOptions& options, const Clock& clock,
+                                              std::chrono::steady_clock::time_point deadline);
+// The outcome of a call that failed before any response: retryable, or the client's leaving.
+ForwardOutcome open_failed(Status error, const Downstream& out, const ForwardOptions& options,
+                           const Clock& clock);
+// The request's deadline (on `clock`) as a point on the steady clock that socket timers use.
+std::chrono::steady_clock::time_point steady_deadline(Nanos deadline, const Clock& clock);
+
 // How the spine reaches workers. Both calls run on the calling coroutine's executor and honour
 // its cancellation (a cancelled call closes its connection, so the worker sees it go).
 class Upstream {

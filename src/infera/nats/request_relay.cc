@@ -1,0 +1,346 @@
+#include "infera/nats/request_relay.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "infera/common/log.h"
+#include "infera/http/event_loop.h"
+#include "infera/http/net.h"
+#include "infera/nats/client.h"
+#include "infera/nats/request_wire.h"
+#include "infera/nats/subjects.h"
+
+namespace infera::nats {
+namespace {
+
+// A message as the NATS thread hands it over.
+struct Incoming {
+  std::string reply;
+  std::string headers;
+  std::string payload;
+};
+
+// One call's state shared with its control inbox's handler.
+struct Call {
+  explicit Call(net::any_io_executor ex) : credit(ex), stop(ex) {
+    credit.expires_at(net::steady_timer::time_point::max());
+    stop.expires_at(net::steady_timer::time_point::max());
+  }
+  net::steady_timer credit;  // cancelled when an ack arrives
+  net::steady_timer stop;    // cancelled when the call is to stop (races the engine reads)
+  int64_t acked = -1;        // the last data frame the router confirmed
+  bool cancelled = false;
+  std::string control;       // our control inbox
+};
+
+// A request whose body arrives in parts.
+struct Assembly {
+  RequestHead head;
+  std::string reply;
+  std::string body;
+  uint32_t next_part = 1;
+  std::chrono::steady_clock::time_point started;
+};
+
+}  // namespace
+
+struct RequestRelay::Impl : std::enable_shared_from_this<RequestRelay::Impl> {
+  Impl(Client& c, RequestRelayOptions o)
+      : bus(c), options(std::move(o)) {}
+
+  Client& bus;
+  RequestRelayOptions options;
+  // Its connections live on the loop: made after it, destroyed before it (stop()).
+  std::unique_ptr<http::Client> engine;
+  std::unique_ptr<http::EventLoop> loop;
+  uint64_t sid = 0;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> stopping_calls{false};  // stop() is cancelling the calls in progress
+
+  // The loop thread's:
+  std::unordered_map<std::string, std::shared_ptr<Assembly>> assemblies;
+  std::set<std::shared_ptr<Call>> calls;
+
+  mutable std::mutex mu;
+  std::condition_variable idle;  // notified as each call ends
+  RequestRelayStats stats;  // guarded by mu
+
+  std::mutex loop_mu;  // guards `loop` against stop() for the NATS thread's posts
+  // Runs `fn` on the loop unless the relay is stopping (NATS handlers may still fire then).
+  template <typename Fn>
+  void post(Fn&& fn) {
+    std::lock_guard lock(loop_mu);
+    if (!loop || stopping.load()) return;
+    net::post(loop->context(), std::forward<Fn>(fn));
+  }
+
+  void count(uint64_t RequestRelayStats::*field, uint64_t n = 1) {
+    std::lock_guard lock(mu);
+    stats.*field += n;
+  }
+
+  void on_message(Incoming m);
+  void start_call(RequestHead head, std::string reply, std::string body);
+  net::awaitable<void> serve(std::shared_ptr<Call> call, RequestHead head, std::string reply,
+                             std::string body);
+  net::awaitable<bool> send_data(Call& call, const std::string& reply, uint64_t& seq,
+                                 std::string_view bytes, size_t room, uint32_t window);
+  void expire_assemblies();
+};
+
+void RequestRelay::Impl::on_message(Incoming m) {
+  expire_assemblies();
+  auto head = decode_request(m.headers);
+  if (!head.ok()) {
+    count(&RequestRelayStats::malformed);
+    if (!m.reply.empty()) (void)bus.publish(m.reply, "", "", reply_error(0, head.status().message()));
+    return;
+  }
+  if (head->continuation) {
+    auto it = assemblies.find(head->inbox);
+    if (it == assemblies.end()) return;  // expired or never started: dropped with its request
+    Assembly& a = *it->second;
+    if (head->part != a.next_part || a.body.size() + m.payload.size() > a.head.body_length) {
+      count(&RequestRelayStats::malformed);
+      (void)bus.publish(a.reply, "", "", reply_error(0, "request body parts out of order"));
+      assemblies.erase(it);
+      return;
+    }
+    ++a.next_part;
+    a.body += m.payload;
+    if (a.body.size() == a.head.body_length) {
+      auto done = it->second;
+      assemblies.erase(it);
+      start_call(std::move(done->head), std::move(done->reply), std::move(done->body));
+    }
+    return;
+  }
+  if (m.reply.empty() || !valid_subject(m.reply)) {
+    count(&RequestRelayStats::malformed);
+    return;
+  }
+  if (head->body_length > options.max_body_bytes || m.payload.size() > head->body_length) {
+    count(&RequestRelayStats::malformed);
+    (void)bus.publish(m.reply, "", "", reply_error(0, "request body above the relay's limit"));
+    return;
+  }
+  if (m.payload.size() == head->body_length) {
+    start_call(std::move(*head), std::move(m.reply), std::move(m.payload));
+    return;
+  }
+  if (assemblies.size() >= 1024) {
+    count(&RequestRelayStats::malformed);
+    (void)bus.publish(m.reply, "", "", reply_error(0, "too many request bodies in flight"));
+    return;
+  }
+  auto a = std::make_shared<Assembly>();
+  a->head = std::move(*head);
+  a->reply = m.reply;
+  a->body = std::move(m.payload);
+  a->started = std::chrono::steady_clock::now();
+  assemblies[m.reply] = std::move(a);
+}
+
+void RequestRelay::Impl::expire_assemblies() {
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(assemblies, [&](const auto& kv) {
+    if (now - kv.second->started < options.part_timeout) return false;
+    count(&RequestRelayStats::malformed);
+    (void)bus.publish(kv.second->reply, "", "", reply_error(0, "request body parts timed out"));
+    return true;
+  });
+}
+
+void RequestRelay::Impl::start_call(RequestHead head, std::string reply, std::string body) {
+  auto call = std::make_shared<Call>(loop->context().get_executor());
+  call->control = bus.make_inbox();
+  std::weak_ptr<Call> weak = call;
+  net::io_context& ctx = loop->context();
+  bus.add_inbox(call->control, [weak, self = shared_from_this()](const Message& m) {
+    auto c = decode_control(m.headers);
+    if (!c.ok()) return;
+    self->post([weak, c = *c] {
+      auto live = weak.lock();
+      if (!live) return;
+      if (c.ack && static_cast<int64_t>(*c.ack) > live->acked) live->acked = static_cast<int64_t>(*c.ack);
+      if (c.cancel) {
+        live->cancelled = true;
+        live->stop.cancel();
+      }
+      live->credit.cancel();
+    });
+  });
+  calls.insert(call);
+  {
+    std::lock_guard lock(mu);
+    ++stats.requests;
+    ++stats.active;
+  }
+  net::co_spawn(ctx, serve(call, std::move(head), std::move(reply), std::move(body)), net::detached);
+}
+
+// Publishes `bytes` as data frames of at most `room` bytes, each once the window allows it.
+// False when the call is to end (cancelled, the router silent past the credit timeout, or NATS
+// refused a frame).
+net::awaitable<bool> RequestRelay::Impl::send_data(Call& call, const std::string& reply,
+                                                   uint64_t& seq, std::string_view bytes,
+                                                   size_t room, uint32_t window) {
+  for (size_t at = 0; at < bytes.size(); at += room) {
+    // Data frames are seq 1, 2, ...: frame `seq` may go once seq - acked <= window.
+    while (!call.cancelled && static_cast<int64_t>(seq) - call.acked > static_cast<int64_t>(window)) {
+      call.credit.expires_after(options.credit_timeout);
+      auto [ec] = co_await call.credit.async_wait(use_nothrow);
+      if (!ec) {  // the timer ran out: the router stopped reading
+        call.cancelled = true;
+        INFERA_LOG(kWarn, "nats").msg("the router sent no credit in time; the engine call is cancelled")
+            .kv("worker", options.worker_id);
+      }
+    }
+    if (call.cancelled) co_return false;
+    const std::string_view piece = bytes.substr(at, room);
+    if (!bus.publish(reply, piece, "", reply_data(seq)).ok()) co_return false;
+    ++seq;
+    count(&RequestRelayStats::bytes, piece.size());
+  }
+  co_return true;
+}
+
+net::awaitable<void> RequestRelay::Impl::serve(std::shared_ptr<Call> call, RequestHead head,
+                                               std::string reply, std::string body) {
+  struct Done {
+    Impl& impl;
+    std::shared_ptr<Call>& call;
+    ~Done() {
+      impl.bus.remove_inbox(call->control);
+      impl.calls.erase(call);
+      std::lock_guard lock(impl.mu);
+      --impl.stats.active;
+      impl.idle.notify_all();
+    }
+  } done{*this, call};
+  http::Request request;
+  request.method = std::move(head.method);
+  request.target = std::move(head.target);
+  request.headers = std::move(head.headers);
+  request.body = std::move(body);
+  uint64_t seq = 0;
+  auto opened = co_await (engine->stream(options.engine, std::move(request)) ||
+                          call->stop.async_wait(use_nothrow));
+  // A call stopped by the relay itself (stop()) tells the router at once; one the router
+  // cancelled needs no answer.
+  auto stopped = [&] {
+    if (stopping_calls.load()) (void)bus.publish(reply, "", "", reply_error(seq, "the worker's request relay is stopping"));
+    count(&RequestRelayStats::cancelled);
+  };
+  if (opened.index() == 1) {
+    stopped();
+    co_return;
+  }
+  auto& result = std::get<0>(opened);
+  if (!result.ok()) {
+    (void)bus.publish(reply, "", "", reply_error(seq, "engine: " + result.error().status.message()));
+    count(&RequestRelayStats::failed);
+    co_return;
+  }
+  http::ClientStream& up = result.value();
+  http::Headers headers;
+  if (std::string_view t = up.header("Content-Type"); !t.empty()) headers.push_back({"Content-Type", std::string(t)});
+  if (!bus.publish(reply, "", "", reply_head(seq++, up.status(), headers, call->control)).ok()) {
+    count(&RequestRelayStats::failed);
+    co_return;
+  }
+  const size_t room = bus.max_payload() > kFrameOverhead * 2 ? bus.max_payload() - kFrameOverhead : 1024;
+  for (;;) {
+    auto read = co_await (up.read() || call->stop.async_wait(use_nothrow));
+    if (read.index() == 1 || call->cancelled) {
+      up.close();
+      stopped();
+      co_return;
+    }
+    Result<std::string_view>& piece = std::get<0>(read);
+    if (!piece.ok()) {
+      (void)bus.publish(reply, "", "", reply_error(seq, "engine: " + piece.status().message()));
+      count(&RequestRelayStats::failed);
+      co_return;
+    }
+    if (piece->empty()) break;
+    if (!co_await send_data(*call, reply, seq, *piece, room, head.window)) {
+      up.close();
+      if (call->cancelled) {
+        stopped();
+      } else {
+        count(&RequestRelayStats::failed);
+      }
+      co_return;
+    }
+  }
+  (void)bus.publish(reply, "", "", reply_end(seq));
+  count(&RequestRelayStats::completed);
+}
+
+RequestRelay::RequestRelay(Client& client, RequestRelayOptions options)
+    : impl_(std::make_shared<Impl>(client, std::move(options))) {}
+
+RequestRelay::~RequestRelay() { stop(); }
+
+Status RequestRelay::start() {
+  if (impl_->loop) return failed_precondition("request relay already started");
+  if (impl_->options.worker_id.empty()) return invalid_argument("request relay: no worker id");
+  impl_->loop = std::make_unique<http::EventLoop>(1);
+  impl_->engine = std::make_unique<http::Client>(impl_->options.engine_client);
+  auto impl = impl_;
+  auto sid = impl_->bus.subscribe(
+      requests_subject(impl_->options.ns, impl_->options.worker_id),
+      [impl](const Message& m) {
+        Incoming in{std::string(m.reply), std::string(m.headers), std::string(m.payload)};
+        impl->post([impl, in = std::move(in)]() mutable { impl->on_message(std::move(in)); });
+      },
+      "relay");
+  if (!sid.ok()) return sid.status();
+  impl_->sid = *sid;
+  INFERA_LOG(kInfo, "nats")
+      .msg("relaying requests from NATS to the engine")
+      .kv("worker", impl_->options.worker_id)
+      .kv("subject", requests_subject(impl_->options.ns, impl_->options.worker_id))
+      .kv("engine", impl_->options.engine.key());
+  return ok_status();
+}
+
+void RequestRelay::stop() {
+  if (!impl_->loop || impl_->stopping.load()) return;
+  impl_->bus.unsubscribe(impl_->sid);
+  // Stop every call on the loop (their engine connections close) and wait, bounded, for them
+  // to end; then no NATS handler posts any more, and the loop goes.
+  auto impl = impl_;
+  impl->stopping_calls.store(true);
+  net::post(impl->loop->context(), [impl] {
+    for (const auto& call : impl->calls) {
+      call->cancelled = true;
+      call->stop.cancel();
+      call->credit.cancel();
+    }
+  });
+  {
+    std::unique_lock lock(impl->mu);
+    impl->idle.wait_for(lock, std::chrono::seconds(2), [&] { return impl->stats.active == 0; });
+  }
+  std::unique_ptr<http::EventLoop> loop;
+  {
+    std::lock_guard lock(impl->loop_mu);
+    impl->stopping.store(true);
+    loop = std::move(impl->loop);
+  }
+  loop->stop();           // joins its thread; calls still pending are abandoned
+  impl->engine.reset();   // its connections, while their io_context still exists
+  loop.reset();
+}
+
+RequestRelayStats RequestRelay::stats() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->stats;
+}
+
+}  // namespace infera::nats
