@@ -74,6 +74,7 @@ Worker launch(const std::string& name, const std::string& engine, std::vector<st
   auto env = shim_env();
   env.emplace_back("PATH", w.fake_dir.string() + ":" + (path ? path : "/usr/bin:/bin"));
   args.insert(args.begin(), {kPython, "-m", "infera.engine." + engine});
+  args = testing::with_dev_transports(std::move(args));
   w.launcher = std::make_unique<InferaProcess>(name, Command{std::move(args), env, "ready on"});
   return w;
 }

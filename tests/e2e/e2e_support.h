@@ -5,6 +5,8 @@
 // token-id prompts. Header-only; each object belongs to one test thread.
 #pragma once
 
+#include "tests/support/dev_transports.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -163,6 +165,7 @@ inline std::unique_ptr<InferaProcess> start_engine(const std::string& name,
       R"("replay_endpoint":"tcp://127.0.0.1:*","topic":")" + std::string(kTopic) + "\"" +
           (kv_events_keys.empty() ? "" : "," + kv_events_keys) + "}"};
   args.insert(args.end(), flags.begin(), flags.end());
+  args = infera::testing::with_dev_transports(std::move(args));
   return std::make_unique<InferaProcess>(name, std::move(args));
 }
 
@@ -172,6 +175,7 @@ inline std::unique_ptr<InferaProcess> start_server(const std::string& name,
                                    "--port", "0",           "--shutdown-grace-s",
                                    "2",      "--log-level", "warn"};
   args.insert(args.end(), flags.begin(), flags.end());
+  args = infera::testing::with_dev_transports(std::move(args));
   return std::make_unique<InferaProcess>(name, std::move(args));
 }
 

@@ -4,6 +4,8 @@
 // for a restart. Real HTTP on loopback, fake engines that answer at once.
 #include <gtest/gtest.h>
 
+#include "tests/support/dev_transports.h"
+
 #include <boost/json.hpp>
 #include <string>
 #include <vector>
@@ -69,7 +71,7 @@ class LifecycleTest : public ::testing::Test {
   static config::ServerConfig parse(const Flags& args) {
     bool help = false;
     std::string text;
-    auto c = config::parse_server_flags(args, &help, &text);
+    auto c = config::parse_server_flags(infera::testing::with_dev_transports(args), &help, &text);
     EXPECT_TRUE(c.ok()) << c.status().to_string();
     return c.ok() ? *c : config::ServerConfig{};
   }

@@ -35,7 +35,7 @@ inline void write_fake_engine(const std::filesystem::path& dir, std::string_view
         << "shift\n"
         << "[ -f \"$model/tokenizer.json\" ] && set -- --tokenizer \"$model\" \"$@\"\n"
         << "exec '" << infera_binary
-        << "' engine mock --model \"$model\" --log-level warn \"$@\"\n";
+        << "' engine mock --model \"$model\" --log-level warn --request-transport http --kv-event-transport zmq \"$@\"\n";
   } else {
     // SGLang's JSON has no enable switch (the flag enables it); the mock needs it said.
     out << "[ \"$1\" = -m ] && [ \"$2\" = sglang.launch_server ] || exit 64\n"
@@ -43,7 +43,7 @@ inline void write_fake_engine(const std::filesystem::path& dir, std::string_view
         << "[ \"$1\" = --model-path ] && [ -f \"$2/tokenizer.json\" ] && "
            "set -- --tokenizer \"$2\" \"$@\"\n"
         << "exec '" << infera_binary
-        << "' engine mock --enable-kv-events --log-level warn \"$@\"\n";
+        << "' engine mock --enable-kv-events --log-level warn --request-transport http --kv-event-transport zmq \"$@\"\n";
   }
   out.close();
   std::filesystem::permissions(script, std::filesystem::perms::owner_all |

@@ -3,6 +3,8 @@
 // client on a test-owned EventLoop. Header-only; each object belongs to one test thread.
 #pragma once
 
+#include "tests/support/dev_transports.h"
+
 #include <future>
 #include <memory>
 #include <string>
@@ -23,7 +25,7 @@ inline Result<std::unique_ptr<gateway::Gateway>> start_gateway(
   bool help = false;
   std::string text;
   INFERA_ASSIGN_OR_RETURN(const config::ServerConfig config,
-                          config::parse_server_flags(args, &help, &text));
+                          config::parse_server_flags(with_dev_transports(args), &help, &text));
   return gateway::Gateway::create(config);
 }
 

@@ -104,15 +104,19 @@ TEST(ServerConfigTest, KubernetesDiscoveryNeedsAWayToSelectPods) {
   EXPECT_EQ(ok->k8s_decode_selector, "r=d");
 }
 
-TEST(ServerConfigTest, UnsupportedBackendsAreClearStartupErrors) {
+TEST(ServerConfigTest, ImpossibleCombinationsAreClearStartupErrors) {
   bool help = false;
   std::string text;
-  auto nats = parse_server_flags(args({"--worker", "http://a:1", "--kv-event-transport", "nats"}),
-                                 &help, &text);
+  auto nats = parse_server_flags(
+      args({"--worker", "http://a:1,kv=tcp://a:5557", "--kv-event-transport", "nats"}), &help, &text);
   ASSERT_FALSE(nats.ok());
-  EXPECT_EQ(nats.status().code(), StatusCode::kUnimplemented);
-  EXPECT_FALSE(parse_server_flags(args({}), &help, &text).ok());  // static without workers
+  EXPECT_NE(nats.status().message().find("--kv-event-transport zmq"), std::string::npos);
+  auto none = parse_server_flags(args({}), &help, &text);  // k8s by default, with no selector
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("k8s discovery (the default) needs --k8s-selector"), std::string::npos);
   EXPECT_FALSE(parse_server_flags(args({"--discovery-backend", "etcd"}), &help, &text).ok());
+  EXPECT_FALSE(parse_server_flags(args({"--worker", "http://a:1", "--namespace", "a b"}), &help, &text).ok());
+  EXPECT_FALSE(parse_server_flags(args({"--worker", "http://a:1", "--nats-server", "a:1"}), &help, &text).ok());
 }
 
 // The discovery, transport and log-level flags become enums at startup: the defaults, every
@@ -120,11 +124,17 @@ TEST(ServerConfigTest, UnsupportedBackendsAreClearStartupErrors) {
 TEST(ServerConfigTest, ChoiceFlagsBecomeEnumsAndUnknownWordsNameTheSupportedOnes) {
   bool help = false;
   std::string text;
-  auto plain = parse_server_flags(args({"--worker", "http://a:1"}), &help, &text);
+  auto plain = parse_server_flags(args({"--worker", "http://a:1,kv=tcp://a:5557"}), &help, &text);
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
   EXPECT_EQ(plain->discovery_backend, DiscoveryBackend::kStatic);
   EXPECT_EQ(plain->request_transport, RequestTransport::kHttp);
   EXPECT_EQ(plain->kv_event_transport, KvEventTransport::kZmq);
+  auto bus = parse_server_flags(args({"--worker", "http://a:1"}), &help, &text);
+  ASSERT_TRUE(bus.ok()) << bus.status().to_string();
+  EXPECT_EQ(bus->request_transport, RequestTransport::kNats);
+  EXPECT_EQ(bus->kv_event_transport, KvEventTransport::kNats);
+  EXPECT_EQ(bus->nats_server, "nats://localhost:4222");
+  EXPECT_EQ(bus->nats_namespace, "infera");
   EXPECT_EQ(plain->log_level, LogLevel::kInfo);
   EXPECT_EQ(name(plain->request_transport), "http");
   EXPECT_EQ(name(plain->kv_event_transport), "zmq");
@@ -139,7 +149,7 @@ TEST(ServerConfigTest, ChoiceFlagsBecomeEnumsAndUnknownWordsNameTheSupportedOnes
                                  &help, &text);
   ASSERT_FALSE(grpc.ok());
   EXPECT_EQ(grpc.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(grpc.status().message().find("unknown --request-transport 'grpc' (supported: http)"),
+  EXPECT_NE(grpc.status().message().find("unknown --request-transport 'grpc' (supported: http, nats)"),
             std::string::npos)
       << grpc.status().message();
   auto consul = parse_server_flags(args({"--discovery-backend", "consul"}), &help, &text);

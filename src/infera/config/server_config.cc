@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "infera/config/flags.h"
+#include "infera/config/transports.h"
 
 namespace infera::config {
 namespace {
@@ -38,8 +39,8 @@ Status validate(const ServerConfig& c) {
       if (c.k8s_selector.empty() && c.k8s_prefill_selector.empty() &&
           c.k8s_decode_selector.empty() && c.k8s_inference_pool.empty()) {
         return invalid_argument(
-            "--discovery-backend k8s needs --k8s-selector, --k8s-prefill-selector and "
-            "--k8s-decode-selector, or --k8s-inference-pool");
+            "k8s discovery (the default) needs --k8s-selector, --k8s-prefill-selector and "
+            "--k8s-decode-selector, or --k8s-inference-pool; workers named by hand need --worker URL");
       }
       if (c.k8s_prefill_selector.empty() != c.k8s_decode_selector.empty()) {
         return invalid_argument("--k8s-prefill-selector and --k8s-decode-selector go together");
@@ -50,14 +51,7 @@ Status validate(const ServerConfig& c) {
       }
       break;
   }
-  if (c.request_transport != RequestTransport::kHttp) {
-    return unimplemented("--request-transport " + std::string(name(c.request_transport)) +
-                         " is not supported yet (use http)");
-  }
-  if (c.kv_event_transport != KvEventTransport::kZmq) {
-    return unimplemented("--kv-event-transport " + std::string(name(c.kv_event_transport)) +
-                         " is not supported yet (use zmq)");
-  }
+  INFERA_RETURN_IF_ERROR(check_namespace(c.nats_namespace));
   if (c.max_body_bytes < 1024) return invalid_argument("--max-body-bytes must be >= 1024");
   if (c.max_header_bytes < 1024) return invalid_argument("--max-header-bytes must be >= 1024");
   for (double t : {c.client_idle_timeout_s, c.upstream_connect_timeout_s,
@@ -106,20 +100,36 @@ constexpr std::pair<std::string_view, KvEventTransport> kEventTransports[] = {
 
 // The words of the flags above, as given (before they become enums).
 struct ChoiceWords {
-  std::string discovery_backend = "static";
-  std::string request_transport = "http";
-  std::string kv_event_transport = "zmq";
+  std::string discovery_backend;  // "": not given (config/transports.h decides)
+  std::string request_transport;
+  std::string kv_event_transport;
   std::string log_level = "info";
 };
 
-Status resolve_choices(const ChoiceWords& w, ServerConfig& c) {
-  INFERA_ASSIGN_OR_RETURN(c.discovery_backend, parse_discovery_backend(w.discovery_backend));
-  INFERA_ASSIGN_OR_RETURN(c.request_transport,
-                          parse_choice("--request-transport", w.request_transport,
-                                       kRequestTransports, "http"));
-  INFERA_ASSIGN_OR_RETURN(c.kv_event_transport,
-                          parse_choice("--kv-event-transport", w.kv_event_transport,
-                                       kEventTransports, "zmq"));
+Status resolve_choices(const ChoiceWords& w, const FlagSet& f, const ConfigSources& sources,
+                       ServerConfig& c) {
+  TransportInputs in;
+  if (!w.discovery_backend.empty()) {
+    INFERA_ASSIGN_OR_RETURN(in.discovery, parse_discovery_backend(w.discovery_backend));
+  }
+  if (!w.request_transport.empty()) {
+    INFERA_ASSIGN_OR_RETURN(in.request, parse_request_transport(w.request_transport));
+  }
+  if (!w.kv_event_transport.empty()) {
+    INFERA_ASSIGN_OR_RETURN(in.events, parse_kv_event_transport(w.kv_event_transport));
+  }
+  in.workers = !c.workers.empty();
+  for (const std::string& spec : c.workers) in.worker_zmq = in.worker_zmq || worker_spec_names_zmq(spec);
+  in.etcd = !c.etcd_endpoint.empty();
+  in.k8s = !c.kubeconfig.empty() || !c.k8s_namespace.empty() || !c.k8s_selector.empty() ||
+           !c.k8s_prefill_selector.empty() || !c.k8s_decode_selector.empty() ||
+           !c.k8s_inference_pool.empty();
+  INFERA_ASSIGN_OR_RETURN(Transports t, resolve_transports(in));
+  c.discovery_backend = t.discovery;
+  c.request_transport = t.request;
+  c.kv_event_transport = t.events;
+  INFERA_ASSIGN_OR_RETURN(c.nats_server,
+                          resolve_nats_server(f.was_set("--nats-server"), c.nats_server, sources.environment));
   INFERA_ASSIGN_OR_RETURN(c.log_level, parse_log_level(w.log_level));
   return ok_status();
 }
@@ -144,11 +154,25 @@ Status read_admin_token(const FlagSet& f, ServerConfig& c) {
   return ok_status();
 }
 
+void add_nats_flags(FlagSet& f, ServerConfig& c) {
+  f.add("--nats-server", &c.nats_server,
+        "NATS server URL(s), nats://[user:pass@|token@]HOST:PORT or tls://..., comma-separated "
+        "(default $NATS_SERVER, else nats://localhost:4222)",
+        "URL");
+  f.add("--namespace", &c.nats_namespace, "prefix of the NATS subjects (default infera)", "NS");
+}
+
 }  // namespace
 
 std::string_view name(DiscoveryBackend backend) { return word_of(backend, kBackends); }
 Result<DiscoveryBackend> parse_discovery_backend(std::string_view word) {
-  return parse_choice("--discovery-backend", word, kBackends, "static, etcd");
+  return parse_choice("--discovery-backend", word, kBackends, "static, etcd, k8s");
+}
+Result<RequestTransport> parse_request_transport(std::string_view word) {
+  return parse_choice("--request-transport", word, kRequestTransports, "http, nats");
+}
+Result<KvEventTransport> parse_kv_event_transport(std::string_view word) {
+  return parse_choice("--kv-event-transport", word, kEventTransports, "zmq, nats");
 }
 std::string_view name(RequestTransport transport) {
   return word_of(transport, kRequestTransports);
@@ -191,7 +215,9 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
         "vllm:num_requests_running, vllm:kv_cache_usage_perc); 0 = off (default 1)",
         "SECONDS");
   add_load_model_flags(f, &c.load_model);
-  f.add("--discovery-backend", &words.discovery_backend, "static (default), etcd or k8s", "BACKEND");
+  f.add("--discovery-backend", &words.discovery_backend,
+        "static, etcd or k8s (default k8s, unless --worker or --etcd-endpoint implies static or etcd)",
+        "BACKEND");
   f.add("--kubeconfig", &c.kubeconfig,
         "k8s: a kubeconfig file (current context) for out-of-cluster use; default $KUBECONFIG, "
         "else the pod's service account",
@@ -216,8 +242,11 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
         "static worker, repeatable: URL[,kv=ENDPOINT][,replay=ENDPOINT][,topic=T]"
         "[,role=prefill|decode|both]",
         "SPEC");
-  f.add("--request-transport", &words.request_transport, "http (default)", "TRANSPORT");
-  f.add("--kv-event-transport", &words.kv_event_transport, "zmq (default)", "TRANSPORT");
+  f.add("--request-transport", &words.request_transport,
+        "http or nats (default nats, unless a --worker with kv= implies http)", "TRANSPORT");
+  f.add("--kv-event-transport", &words.kv_event_transport,
+        "zmq or nats (default nats, unless a --worker with kv= implies zmq)", "TRANSPORT");
+  add_nats_flags(f, c);
   f.add("--kv-events-bind", &c.kv_events_bind,
         "also bind a SUB socket here for engines that connect to the router (topic = worker id)",
         "ENDPOINT");
@@ -268,7 +297,7 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
     return c;
   }
   INFERA_RETURN_IF_ERROR(read_admin_token(f, c));
-  INFERA_RETURN_IF_ERROR(resolve_choices(words, c));
+  INFERA_RETURN_IF_ERROR(resolve_choices(words, f, sources, c));
   INFERA_RETURN_IF_ERROR(validate(c));
   return c;
 }

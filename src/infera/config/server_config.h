@@ -28,6 +28,8 @@ std::string_view name(KvEventTransport transport);
 // The --discovery-backend word as the enum ("unknown --discovery-backend 'x' (supported: ...)"
 // otherwise): the server, `infera engine mock` and the launchers read it the same way.
 Result<DiscoveryBackend> parse_discovery_backend(std::string_view word);
+Result<RequestTransport> parse_request_transport(std::string_view word);
+Result<KvEventTransport> parse_kv_event_transport(std::string_view word);
 
 struct ServerConfig {
   // Listener
@@ -46,7 +48,9 @@ struct ServerConfig {
   double active_block_ttl_s = 300;  // in-flight requests older than this stop counting as load
   LoadModelFlags load_model;        // --kv-load-model and its terms (routing/load_model.h)
   // Discovery and transports
-  DiscoveryBackend discovery_backend = DiscoveryBackend::kStatic;
+  // Resolved by config/transports.h: explicit flags, else what other settings imply, else the
+  // production defaults (k8s, nats, nats).
+  DiscoveryBackend discovery_backend = DiscoveryBackend::kKubernetes;
   std::string etcd_endpoint;  // HOST:PORT
   std::string etcd_prefix = "infera/workers/";
   std::string kubeconfig;            // k8s: empty = $KUBECONFIG, else in-cluster
@@ -56,8 +60,10 @@ struct ServerConfig {
   std::string k8s_decode_selector;
   std::string k8s_inference_pool;    // an InferencePool's name: selector and port from it
   std::vector<std::string> workers;  // --worker specs (static discovery)
-  RequestTransport request_transport = RequestTransport::kHttp;
-  KvEventTransport kv_event_transport = KvEventTransport::kZmq;
+  RequestTransport request_transport = RequestTransport::kNats;
+  KvEventTransport kv_event_transport = KvEventTransport::kNats;
+  std::string nats_server = "nats://localhost:4222";  // --nats-server, else $NATS_SERVER
+  std::string nats_namespace = "infera";              // --namespace: the subjects' prefix
   std::string kv_events_bind;  // optional: a SUB endpoint the router binds for engines that connect
   // Limits and timeouts
   uint64_t max_body_bytes = 16ull << 20;

@@ -38,4 +38,13 @@ std::string sequence_frame(uint64_t seq) {
   return s;
 }
 
+std::string local_connect_endpoint(std::string endpoint) {
+  for (std::string_view wild : {"//*:", "//0.0.0.0:", "//[::]:"}) {
+    if (const size_t at = endpoint.find(wild); at != std::string::npos) {
+      endpoint.replace(at, wild.size(), "//127.0.0.1:");
+    }
+  }
+  return endpoint;
+}
+
 }  // namespace infera::events

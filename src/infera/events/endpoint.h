@@ -19,6 +19,10 @@ bool publisher_binds(std::string_view endpoint);
 // appends "_dp<r>" to an inproc:// name. Other forms cannot carry a rank (an error).
 Result<std::string> offset_endpoint_port(std::string_view endpoint, int64_t dp_rank);
 
+// The endpoint a process on the same host connects to for a bind address: a wildcard host
+// (tcp://*:P, tcp://0.0.0.0:P, tcp://[::]:P) becomes loopback; anything else is unchanged.
+std::string local_connect_endpoint(std::string endpoint);
+
 // The 8-byte big-endian sequence frame, and the end-of-replay marker (0xff x 8).
 std::string sequence_frame(uint64_t seq);
 inline constexpr uint64_t kReplayEndSeq = ~uint64_t{0};

@@ -101,10 +101,10 @@ json::object worker_json(const GatewayContext& g, const FleetMember& m) {
   }
   if (!engine_metrics_error.empty()) o["engine_metrics_error"] = engine_metrics_error;
   json::object ev;
-  if (m.rt->subscriber) {
-    const events::StreamStats s = m.rt->subscriber->stats();
+  if (const std::optional<events::StreamStats> stats = g.fleet->event_stats(m)) {
+    const events::StreamStats& s = *stats;
     ev["state"] = events::subscriber_state_name(s.state);
-    ev["endpoint"] = m.info.kv_endpoint;
+    ev["endpoint"] = g.fleet->event_source(m);
     ev["batches"] = s.batches;
     ev["events_applied"] = s.applied.events_applied;
     ev["blocks_stored"] = s.applied.blocks_stored;

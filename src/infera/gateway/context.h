@@ -16,7 +16,10 @@
 #include "infera/common/random.h"
 #include "infera/config/server_config.h"
 #include "infera/discovery/source.h"
+#include "infera/events/nats_source.h"
 #include "infera/gateway/fleet.h"
+#include "infera/nats/client.h"
+#include "infera/proxy/forward.h"
 #include "infera/gateway/openai_request.h"
 #include "infera/gateway/slot_queue.h"
 #include "infera/http/client.h"
@@ -80,6 +83,13 @@ struct GatewayContext {
   std::unique_ptr<routing::Router> router;
   std::unique_ptr<http::EventLoop> loop;
   std::unique_ptr<http::Client> upstream;
+  // NATS transports (docs/nats.md): the process's one connection, the KV-event source and the
+  // request upstream it carries; null when both transports are http/zmq. Before the fleet,
+  // which uses them.
+  std::unique_ptr<nats::Client> bus;
+  std::unique_ptr<events::NatsEventSource> nats_events;
+  // How requests reach workers: a NatsUpstream over `bus`, or an HttpUpstream over `upstream`.
+  std::unique_ptr<proxy::Upstream> transport;
   std::unique_ptr<Fleet> fleet;
   std::unique_ptr<discovery::WorkerSource> source;
   // Requests waiting for a worker below its --max-inflight-per-worker cap (bounded by

@@ -106,10 +106,33 @@ struct PollContext {
   kv::EngineSignals* signals;
   const kv::ActiveLoad* load;
   http::Client* client;
+  proxy::Upstream* via;  // null: HTTP through `client`
   std::chrono::milliseconds interval;
   std::chrono::milliseconds deadline;
   size_t max_body_bytes;
 };
+
+// GET /metrics through another transport's fetch (its own body bound applies first).
+net::awaitable<std::optional<PollError>> poll_via(proxy::Upstream& via, const http::Endpoint& to,
+                                                  SteadyTime deadline, size_t max_body_bytes,
+                                                  ReportedLoad& out) {
+  http::Request request;
+  request.target = "/metrics";
+  const auto left = std::chrono::duration_cast<Nanos>(deadline - std::chrono::steady_clock::now());
+  const SteadyClock clock;
+  auto page = co_await via.fetch(to, std::move(request), clock.now() + left);
+  if (!page.ok()) co_return transport_failure(page.error().status);
+  if (page->status != 200) {
+    co_return failure(Failure::kHttpStatus, "/metrics answered HTTP " + std::to_string(page->status));
+  }
+  if (page->body.size() > max_body_bytes) {
+    co_return failure(Failure::kTooLarge, "/metrics page over " + std::to_string(max_body_bytes) + " bytes");
+  }
+  Result<ReportedLoad> load = parse_engine_load(page->body);
+  if (!load.ok()) co_return parse_failure(load.status());
+  out = *load;
+  co_return std::nullopt;
+}
 
 // GET /metrics, the whole exchange before `deadline`, at most `max_body_bytes` of body.
 net::awaitable<std::optional<PollError>> poll_once(http::Client& client, const http::Endpoint& to,
@@ -171,7 +194,8 @@ net::awaitable<void> poll_loop(PollContext c, FleetMember m, std::shared_ptr<Eng
     if (!paused) {
       ReportedLoad load;
       const std::optional<PollError> failed =
-          co_await poll_once(*c.client, m.endpoint, started + c.deadline, c.max_body_bytes, load);
+          c.via ? co_await poll_via(*c.via, m.endpoint, started + c.deadline, c.max_body_bytes, load)
+                : co_await poll_once(*c.client, m.endpoint, started + c.deadline, c.max_body_bytes, load);
       {
         std::lock_guard lock(poll->mu);
         if (poll->stopped) co_return;  // it left: its slot may belong to another worker now
@@ -249,7 +273,7 @@ void EnginePoller::start(const FleetMember& member) {
   if (options_.interval.count() <= 0 || member.endpoint.port == 0) return;
   auto poll = std::make_shared<EnginePoll>(net::make_strand(loop_.context()));
   member.rt->engine_poll = poll;
-  const PollContext c{&signals_,         &load_,     &client_,
+  const PollContext c{&signals_,         &load_,     &client_,       options_.via,
                       options_.interval, deadline(), options_.max_body_bytes};
   net::co_spawn(
       poll->timer.get_executor(), poll_loop(c, member, poll),

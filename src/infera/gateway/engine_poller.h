@@ -12,6 +12,8 @@
 // the EngineSignals given here are destroyed.
 #pragma once
 
+#include "infera/proxy/forward.h"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +46,9 @@ class EnginePoller {
   struct Options {
     std::chrono::milliseconds interval{1'000};  // 0: no polling
     size_t max_body_bytes = size_t{2} << 20;    // a bigger page is a failure
+    // --request-transport nats: pages are fetched through it (the worker's relay) instead of
+    // the HTTP client. Outlives the poller.
+    proxy::Upstream* via = nullptr;
   };
 
   // `load`: the router's own in-flight counts, recorded beside each reading (taken at the same

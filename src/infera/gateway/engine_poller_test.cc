@@ -1,4 +1,6 @@
 #include "infera/gateway/engine_poller.h"
+
+#include "tests/support/dev_transports.h"
 #include "infera/gateway/gateway.h"
 #include "infera/routing/load_model.h"
 
@@ -86,7 +88,7 @@ Result<config::ServerConfig> parse(std::vector<std::string> extra) {
   args.insert(args.end(), extra.begin(), extra.end());
   bool help = false;
   std::string text;
-  return config::parse_server_flags(args, &help, &text);
+  return config::parse_server_flags(infera::testing::with_dev_transports(args), &help, &text);
 }
 
 TEST(EngineMetricsIntervalFlagTest, IsOffAtZeroAndOtherwise50MsToAnHour) {

@@ -8,6 +8,7 @@
 #include "infera/common/metrics.h"
 #include "infera/gateway/engine_poller.h"
 #include "infera/http/net.h"
+#include "infera/nats/subjects.h"
 
 namespace infera::gateway {
 namespace {
@@ -167,7 +168,8 @@ Fleet::Fleet(Options options, kv::KvIndex& index, kv::ActiveLoad& load, kv::Engi
       clock_(clock),
       zmq_(std::make_shared<events::ZmqContext>(1)),
       poller_(std::make_unique<EnginePoller>(
-          EnginePoller::Options{.interval = options.engine_metrics_interval}, signals, load, loop,
+          EnginePoller::Options{.interval = options.engine_metrics_interval, .via = options.control},
+          signals, load, loop,
           client)) {
   view_.store(std::make_shared<const FleetView>());
 }
@@ -202,7 +204,13 @@ FleetMember Fleet::join(const discovery::WorkerInfo& info, std::shared_ptr<Worke
     mark_refused(m, "block size " + std::to_string(info.block_size) +
                         " differs from the router's " + std::to_string(options_.block_size));
   }
-  if (!info.kv_endpoint.empty()) {
+  if (options_.nats_events != nullptr) {
+    const Status added = options_.nats_events->add_worker({m.slot, info.id, {}});
+    if (!added.ok()) {
+      INFERA_LOG(kError, "fleet").msg("cannot follow the worker's KV events over NATS; routing by load only")
+          .kv("worker", info.id).kv("error", added.message());
+    }
+  } else if (!info.kv_endpoint.empty()) {
     events::SubscriberConfig c;
     c.worker = m.slot;
     c.worker_name = info.id;
@@ -220,7 +228,7 @@ FleetMember Fleet::join(const discovery::WorkerInfo& info, std::shared_ptr<Worke
   }
   INFERA_LOG(kInfo, "fleet").msg("worker joined").kv("worker", info.id)
       .kv("role", discovery::role_name(info.role)).kv("slot", m.slot)
-      .kv("kv_events", info.kv_endpoint.empty() ? "none" : info.kv_endpoint);
+      .kv("kv_events", event_source(m));
   if (m.endpoint.port != 0) probe(m);
   if (!m.refused()) poller_->start(m);  // a refused worker is never routed: its load is moot
   return m;
@@ -228,6 +236,7 @@ FleetMember Fleet::join(const discovery::WorkerInfo& info, std::shared_ptr<Worke
 
 void Fleet::leave(const FleetMember& m) {
   if (m.rt->subscriber) m.rt->subscriber->stop();
+  if (options_.nats_events != nullptr) options_.nats_events->remove_worker(m.slot);
   poller_->stop(m);  // before the slot is freed: a poll in flight must not record into it
   index_.remove_worker(m.slot);
   load_.remove_worker(m.slot);
@@ -360,6 +369,17 @@ bool Fleet::mark_refused(FleetMember& m, const std::string& reason) {
   return true;
 }
 
+std::optional<events::StreamStats> Fleet::event_stats(const FleetMember& member) const {
+  if (member.rt->subscriber) return member.rt->subscriber->stats();
+  if (options_.nats_events != nullptr) return options_.nats_events->stats(member.slot);
+  return std::nullopt;
+}
+
+std::string Fleet::event_source(const FleetMember& member) const {
+  if (options_.nats_events != nullptr) return nats::kv_events_subject(options_.nats_namespace, member.info.id);
+  return member.info.kv_endpoint.empty() ? "none" : member.info.kv_endpoint;
+}
+
 void Fleet::refuse(const FleetMember& member, const std::string& reason) {
   amend(member.rt.get(), [&](FleetMember& m) { return mark_refused(m, reason); });
 }
@@ -369,10 +389,10 @@ void Fleet::maintain() {
   const auto v = view_.load();
   ++maintain_ticks_;
   for (const FleetMember& m : v->members) {
-    if (m.rt->subscriber && !m.refused()) {
-      const events::StreamStats s = m.rt->subscriber->stats();
+    const std::optional<events::StreamStats> stats = event_stats(m);
+    if (stats && !m.refused()) {
       const uint64_t mismatched =
-          s.applied.rejected[static_cast<size_t>(kv::ApplyResult::kBlockSizeMismatch)];
+          stats->applied.rejected[static_cast<size_t>(kv::ApplyResult::kBlockSizeMismatch)];
       if (mismatched > 0) {
         refuse(m, "its KV events carry a block size other than the router's " +
                       std::to_string(options_.block_size));
@@ -400,6 +420,13 @@ Fleet::ModelLookup Fleet::lookup(std::string_view model) const {
   return view_.load()->lookup(model);
 }
 
+net::awaitable<http::ClientResult<http::Response>> Fleet::fetch(const http::Endpoint& to,
+                                                                http::Request request) {
+  if (options_.control == nullptr) co_return co_await client_.request(to, std::move(request));
+  co_return co_await options_.control->fetch(to, std::move(request),
+                                             clock_.now() + std::chrono::seconds(30));
+}
+
 void Fleet::probe(const FleetMember& member, bool block_size) {
   // Asks a worker what it serves (/v1/models) and its block size (/metrics:
   // vllm:cache_config_info{block_size=...}), so static workers need no extra flags. What it
@@ -408,7 +435,7 @@ void Fleet::probe(const FleetMember& member, bool block_size) {
   auto task = [this, member, router_block_size, block_size]() -> net::awaitable<void> {
     http::Request models_req;
     models_req.target = "/v1/models";
-    auto models = co_await client_.request(member.endpoint, std::move(models_req));
+    auto models = co_await fetch(member.endpoint, std::move(models_req));
     if (models.ok() && models->status == 200) {
       boost::system::error_code ec;
       const boost::json::value v = boost::json::parse(models->body, ec);
@@ -450,7 +477,7 @@ void Fleet::probe(const FleetMember& member, bool block_size) {
     if (!block_size) co_return;
     http::Request metrics_req;
     metrics_req.target = "/metrics";
-    auto scraped = co_await client_.request(member.endpoint, std::move(metrics_req));
+    auto scraped = co_await fetch(member.endpoint, std::move(metrics_req));
     if (!scraped.ok() || scraped->status != 200) co_return;
     auto samples = metrics::parse_text(scraped->body);
     if (!samples.ok()) co_return;

@@ -33,12 +33,14 @@
 
 #include "infera/common/clock.h"
 #include "infera/discovery/worker.h"
+#include "infera/events/nats_source.h"
 #include "infera/events/subscriber.h"
 #include "infera/http/client.h"
 #include "infera/http/event_loop.h"
 #include "infera/kv/active_load.h"
 #include "infera/kv/engine_signals.h"
 #include "infera/kv/index.h"
+#include "infera/proxy/forward.h"
 #include "infera/routing/router.h"
 
 namespace infera::gateway {
@@ -179,6 +181,13 @@ class Fleet {
     std::chrono::milliseconds backoff_max{30'000};
     // How often each worker's /metrics is polled for its engine's own load; 0: never.
     std::chrono::milliseconds engine_metrics_interval{1'000};
+    // --kv-event-transport nats: every worker's events come from this source (by its id's
+    // subject), and no ZMQ subscriber is made. Outlives the fleet. Null: ZMQ, per worker.
+    events::NatsEventSource* nats_events = nullptr;
+    std::string nats_namespace = "infera";  // its subjects' namespace (for the admin API)
+    // --request-transport nats: the fleet's own calls to workers (/v1/models, /metrics) go
+    // through it, as requests do. Null: the HTTP client. Outlives the fleet.
+    proxy::Upstream* control = nullptr;
   };
 
   // `signals`: where the engines' polled load goes (a departed worker's reading is cleared).
@@ -218,6 +227,11 @@ class Fleet {
   void maintain();
   static constexpr uint64_t kModelRefreshTicks = 5;
 
+  // The member's KV-event stream (ZMQ subscriber or NATS source); none when it has no events.
+  std::optional<events::StreamStats> event_stats(const FleetMember& member) const;
+  // Where its events come from, for the admin API: the ZMQ endpoint, or the NATS subject.
+  std::string event_source(const FleetMember& member) const;
+
   // "healthy", "backoff", "refused" (a state for the admin API).
   std::string health(const FleetMember& member) const;
 
@@ -235,6 +249,9 @@ class Fleet {
   // held), telling whether it was not refused already.
   void refuse(const FleetMember& member, const std::string& reason);
   bool mark_refused(FleetMember& m, const std::string& reason);
+  // One whole-answer call to a worker, over the fleet's transport (options_.control or HTTP).
+  net::awaitable<http::ClientResult<http::Response>> fetch(const http::Endpoint& to,
+                                                           http::Request request);
   // Asks the worker for its models and, with `block_size`, its block size; async.
   void probe(const FleetMember& member, bool block_size = true);
   // Publishes a view in which `change` was applied to the member whose runtime is `rt`, unless

@@ -1,5 +1,8 @@
 #include "infera/gateway/gateway.h"
 
+#include "infera/nats/url.h"
+#include "infera/proxy/nats_upstream.h"
+
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -143,8 +146,9 @@ void add_metric_collectors(GatewayContext& g) {
       }
       out.gauge("infera_worker_healthy", "1 when the worker is routable, 0 in backoff or refused.", w)
           .set(g.fleet->health(m) == "healthy" ? 1 : 0);
-      if (!m.rt->subscriber) continue;
-      const events::StreamStats s = m.rt->subscriber->stats();
+      const std::optional<events::StreamStats> stats = g.fleet->event_stats(m);
+      if (!stats) continue;
+      const events::StreamStats& s = *stats;
       out.counter("infera_kv_events_applied_total", "KV events applied to the mirror.", w)
           .inc(static_cast<double>(s.applied.events_applied));
       out.counter("infera_kv_blocks_stored_total", "Blocks stored by applied KV events.", w)
@@ -232,6 +236,47 @@ Result<std::unique_ptr<discovery::WorkerSource>> make_worker_source(
       std::make_unique<discovery::KubeWorkerSource>(loop, std::move(api), std::move(ko)));
 }
 
+// The transports: HTTP and ZMQ need nothing here; either NATS transport needs the process's
+// connection to the bus, made now so that an unreachable server fails startup with one line.
+Status start_transports(const config::ServerConfig& c, GatewayContext& g) {
+  const bool nats_requests = c.request_transport == config::RequestTransport::kNats;
+  const bool nats_events = c.kv_event_transport == config::KvEventTransport::kNats;
+  if (!nats_requests) g.transport = std::make_unique<proxy::HttpUpstream>(*g.upstream, g.clock);
+  if (!nats_requests && !nats_events) return ok_status();
+  INFERA_ASSIGN_OR_RETURN(std::vector<nats::ServerUrl> servers, nats::parse_server_urls(c.nats_server));
+  nats::ClientOptions no;
+  no.servers = std::move(servers);
+  no.name = "infera-server";
+  g.bus = std::make_unique<nats::Client>(no);
+  if (nats_events) {
+    events::NatsSourceConfig sc;
+    sc.ns = c.nats_namespace;
+    g.nats_events = std::make_unique<events::NatsEventSource>(g.index, *g.bus, sc);
+  }
+  events::NatsEventSource* source = g.nats_events.get();
+  g.bus->set_state_callback([source](bool up) {
+    if (source != nullptr) source->on_connection(up);
+  });
+  if (Status s = g.bus->connect(); !s.ok()) {
+    return Status(s.code(), "cannot reach NATS for --request-transport/--kv-event-transport nats (" +
+                                s.message() + "); start a NATS server, point --nats-server (or NATS_SERVER) "
+                                "at one, or pass --request-transport http --kv-event-transport zmq");
+  }
+  if (source != nullptr) INFERA_RETURN_IF_ERROR(source->start());
+  if (nats_requests) {
+    proxy::NatsUpstreamOptions uo;
+    uo.ns = c.nats_namespace;
+    uo.first_byte_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.upstream_first_byte_timeout_s * 1000));
+    uo.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.upstream_idle_timeout_s * 1000));
+    g.transport = std::make_unique<proxy::NatsUpstream>(*g.bus, uo, g.clock);
+  }
+  INFERA_LOG(kInfo, "gateway").msg("NATS transports").kv("server", g.bus->server())
+      .kv("namespace", c.nats_namespace)
+      .kv("requests", config::name(c.request_transport))
+      .kv("kv_events", config::name(c.kv_event_transport));
+  return ok_status();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& config) {
@@ -279,7 +324,11 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   co.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.upstream_idle_timeout_s * 1000));
   co.max_idle_per_endpoint = 256;
   g.upstream = std::make_unique<http::Client>(co);
+  INFERA_RETURN_IF_ERROR(start_transports(config, g));
   Fleet::Options fo;
+  fo.nats_events = g.nats_events.get();
+  fo.nats_namespace = config.nats_namespace;
+  if (config.request_transport == config::RequestTransport::kNats) fo.control = g.transport.get();
   fo.block_size = config.block_size;
   fo.max_workers = 1024;
   fo.max_inflight_per_worker = config.max_inflight_per_worker;

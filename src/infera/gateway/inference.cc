@@ -452,8 +452,7 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   spec.request_id = request_id;
   RequestOwner owner(g, view, r);
   proxy::WriterDownstream downstream(out);
-  proxy::HttpUpstream upstream(*g.upstream, g.clock);
-  co_return co_await proxy::exchange(request, downstream, upstream, owner, spec);
+  co_return co_await proxy::exchange(request, downstream, *g.transport, owner, spec);
 }
 
 void add_inference_routes(GatewayContext& g, http::Routes& routes) {

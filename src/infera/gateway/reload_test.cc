@@ -1,5 +1,7 @@
 #include "infera/gateway/reload.h"
 
+#include "tests/support/dev_transports.h"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -19,7 +21,7 @@ using Flags = std::vector<std::string>;
 ServerConfig parse(Flags args) {
   bool help = false;
   std::string text;
-  auto c = config::parse_server_flags(args, &help, &text);
+  auto c = config::parse_server_flags(infera::testing::with_dev_transports(args), &help, &text);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return c.ok() ? *c : ServerConfig{};
 }

@@ -1,5 +1,8 @@
 #include "infera/launcher/launcher.h"
 
+#include "infera/config/transports.h"
+#include "infera/launcher/worker_relays.h"
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -80,17 +83,6 @@ std::string with_port(std::string_view endpoint, uint16_t port) {
   return std::string(endpoint.substr(0, endpoint.rfind(':') + 1)) + std::to_string(port);
 }
 
-Status check_transport(std::string_view flag, const std::string& value,
-                       std::string_view supported) {
-  if (value == supported) return ok_status();
-  if (value == "nats") {
-    return unimplemented(std::string(flag) + " nats is not supported yet (use " +
-                         std::string(supported) + ")");
-  }
-  return invalid_argument("unknown " + std::string(flag) + " '" + value +
-                          "' (supported: " + std::string(supported) + ")");
-}
-
 std::string usage(EngineKind kind) {
   if (kind == EngineKind::kVllm) {
     return "usage: infera engine vllm --model MODEL [flags] [vLLM flags...]\n\n"
@@ -121,8 +113,8 @@ struct LauncherFlags {
   std::string disaggregation_mode;
   std::string discovery_backend;
   std::string log_level = "info";
-  std::string request_transport = "http";
-  std::string kv_event_transport = "zmq";
+  std::string request_transport;  // "": not given (config/transports.h decides)
+  std::string kv_event_transport;
   // Resolved: vLLM's NIXL handshake port is the launcher's to pick (see LauncherOptions).
   bool free_nixl_port = false;
 };
@@ -182,13 +174,23 @@ config::FlagSet launcher_flag_set(LauncherFlags& s) {
           "PORT");
   }
   f.add("--discovery-backend", &s.discovery_backend,
-        "static or etcd (default: etcd when --etcd-endpoint is given, else static)", "BACKEND");
+        "static, etcd or k8s: where the worker registers (default: etcd when --etcd-endpoint is "
+        "given, else k8s, i.e. nowhere: the router finds the pod)",
+        "BACKEND");
   f.add("--etcd-endpoint", &o.etcd_endpoint, "etcd v3 endpoint to register in", "HOST:PORT");
   f.add("--etcd-prefix", &o.etcd_prefix, "etcd key prefix (default infera/workers/)", "PREFIX");
   f.add("--etcd-lease-ttl-s", &o.etcd_lease_ttl_s, "lease of the etcd record (default 10)",
         "SECONDS");
-  f.add("--request-transport", &s.request_transport, "http (default)", "TRANSPORT");
-  f.add("--kv-event-transport", &s.kv_event_transport, "zmq (default)", "TRANSPORT");
+  f.add("--request-transport", &s.request_transport,
+        "http or nats (default): nats relays the router's requests from NS.requests.<worker> "
+        "to the engine's HTTP port",
+        "TRANSPORT");
+  f.add("--kv-event-transport", &s.kv_event_transport,
+        "zmq or nats (default): nats relays the engine's ZMQ KV events to NS.kv-events.<worker>",
+        "TRANSPORT");
+  f.add("--nats-server", &o.nats_server,
+        "NATS server URL(s) (default $NATS_SERVER, else nats://localhost:4222)", "URL");
+  f.add("--namespace", &o.nats_namespace, "prefix of the NATS subjects (default infera)", "NS");
   f.add("--startup-timeout-s", &o.startup_timeout_s,
         "how long the engine may take to answer /health with 200 (default 600)", "SECONDS");
   f.add("--shutdown-timeout-s", &o.shutdown_timeout_s,
@@ -263,13 +265,14 @@ Status check_transports_and_discovery(LauncherFlags& s) {
   if (o.bootstrap_port > 65535) {
     return invalid_argument("--disaggregation-bootstrap-port must be 0..65535");
   }
-  INFERA_RETURN_IF_ERROR(check_transport("--request-transport", s.request_transport, "http"));
-  INFERA_RETURN_IF_ERROR(check_transport("--kv-event-transport", s.kv_event_transport, "zmq"));
-  if (s.discovery_backend.empty()) {
-    s.discovery_backend = o.etcd_endpoint.empty() ? "static" : "etcd";
-  }
-  INFERA_ASSIGN_OR_RETURN(o.discovery_backend,
-                          config::parse_discovery_backend(s.discovery_backend));
+  INFERA_ASSIGN_OR_RETURN(config::Transports t,
+                          config::resolve_engine_transports(
+                              {s.discovery_backend, s.request_transport, s.kv_event_transport,
+                               !o.etcd_endpoint.empty()}));
+  o.discovery_backend = t.discovery;
+  o.request_transport = t.request;
+  o.kv_event_transport = t.events;
+  INFERA_RETURN_IF_ERROR(config::check_namespace(o.nats_namespace));
   return validate_registration_flags(o.discovery_backend, o.etcd_endpoint, o.etcd_lease_ttl_s);
 }
 
@@ -350,6 +353,9 @@ Result<LauncherOptions> parse_launcher_flags(EngineKind kind, std::span<const st
   INFERA_ASSIGN_OR_RETURN(s.options.log_level, parse_log_level(s.log_level));
   INFERA_RETURN_IF_ERROR(resolve_role(s, f));
   INFERA_RETURN_IF_ERROR(check_transports_and_discovery(s));
+  INFERA_ASSIGN_OR_RETURN(o.nats_server,
+                          config::resolve_nats_server(f.was_set("--nats-server"), o.nats_server,
+                                                      config::process_config_sources().environment));
   INFERA_RETURN_IF_ERROR(resolve_kv_events(s, f));
   INFERA_RETURN_IF_ERROR(pick_free_ports(o, s.free_nixl_port));
   if (o.advertise_host.empty()) o.advertise_host = default_advertise_host(o.host);
@@ -434,11 +440,12 @@ LaunchPlan plan_launch(const LauncherOptions& o) {
   if (o.kind == EngineKind::kSglang && o.role == discovery::Role::kPrefill) {
     r.bootstrap_port = o.bootstrap_port;
   }
-  if (o.kv_events) {
+  // With NATS events the router needs no endpoint: the launcher's relay reads them here.
+  if (o.kv_events && o.kv_event_transport == config::KvEventTransport::kZmq) {
     if (events::publisher_binds(o.kv_events->endpoint)) r.kv_endpoint = o.kv_events->endpoint;
     r.replay_endpoint = o.kv_events->replay_endpoint;
-    r.topic = o.kv_events->topic;
   }
+  if (o.kv_events) r.topic = o.kv_events->topic;
   plan.worker = make_worker_record(r);
   return plan;
 }
@@ -537,9 +544,11 @@ class EngineRun {
 
   // 1. Waits for GET /health == 200, the engine's exit, a signal, or the startup deadline.
   std::optional<int> await_health();
-  // 2. Registers (routers start sending here once the record appears).
+  // 2. With NATS transports, starts the relays to the engine's sockets and port.
+  std::optional<int> start_relays();
+  // 3. Registers (routers start sending here once the record appears).
   std::optional<int> register_worker(const std::optional<http::Endpoint>& etcd);
-  // 3. Serves until a signal or the engine's exit; deregisters, then stops the engine.
+  // 4. Serves until a signal or the engine's exit; deregisters, then stops the engine.
   int serve();
 
  private:
@@ -553,7 +562,32 @@ class EngineRun {
   const milliseconds shutdown_timeout_;
   http::EventLoop loop_{1};
   std::unique_ptr<discovery::EtcdRegistration> registration_;
+  std::unique_ptr<WorkerRelays> relays_;
 };
+
+std::optional<int> EngineRun::start_relays() {
+  WorkerRelayOptions r;
+  r.nats_server = options_.nats_server;
+  r.ns = options_.nats_namespace;
+  r.worker_id = plan_.worker.id;
+  r.events = options_.kv_events && options_.kv_event_transport == config::KvEventTransport::kNats;
+  if (r.events) {
+    r.kv_endpoint = options_.kv_events->endpoint;
+    r.replay_endpoint = options_.kv_events->replay_endpoint;
+    r.topic = options_.kv_events->topic;
+  }
+  r.requests = options_.request_transport == config::RequestTransport::kNats;
+  r.engine = {is_wildcard_host(options_.host) ? "127.0.0.1" : options_.host,
+              static_cast<uint16_t>(options_.port)};
+  auto started = WorkerRelays::start(r);
+  if (!started.ok()) {
+    std::fprintf(stderr, "infera engine %s: %s\n", name_.c_str(), started.status().message().c_str());
+    stop(SIGTERM);
+    return 1;
+  }
+  relays_ = std::move(*started);
+  return std::nullopt;
+}
 
 std::optional<int> EngineRun::await_health() {
   http::ClientOptions co;
@@ -626,6 +660,7 @@ int EngineRun::serve() {
   int sig = 0;
   while (sig == 0 && engine_.running()) sig = signals_.wait_for(milliseconds(1'000));
   if (registration_) registration_->stop();  // routers stop sending here first
+  if (relays_) relays_->stop_requests();
   int status = 0;
   if (sig != 0) {
     INFERA_LOG(kInfo, "launcher")
@@ -641,6 +676,7 @@ int EngineRun::serve() {
         .kv("status", static_cast<int64_t>(status));
   }
   registration_.reset();
+  relays_.reset();  // after the engine: its last KV events are relayed
   loop_.stop();
   return status;
 }
@@ -690,6 +726,7 @@ int run_launcher(EngineKind kind, std::span<const std::string> args) {
   std::signal(SIGPIPE, SIG_IGN);
   EngineRun run(o, plan, *spawned, signals);
   if (std::optional<int> status = run.await_health()) return *status;
+  if (std::optional<int> status = run.start_relays()) return *status;
   if (std::optional<int> status = run.register_worker(etcd)) return *status;
   return run.serve();
 }

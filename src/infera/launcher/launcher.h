@@ -50,7 +50,13 @@ struct LauncherOptions {
   // set by the launcher (the variable was already in its environment, or no NIXL).
   uint32_t nixl_side_channel_port = 0;
   // etcd when --etcd-endpoint is given
-  config::DiscoveryBackend discovery_backend = config::DiscoveryBackend::kStatic;
+  // config/transports.h: explicit flags, else --etcd-endpoint implies etcd, else k8s (no
+  // registration) and nats for both transports.
+  config::DiscoveryBackend discovery_backend = config::DiscoveryBackend::kKubernetes;
+  config::RequestTransport request_transport = config::RequestTransport::kNats;
+  config::KvEventTransport kv_event_transport = config::KvEventTransport::kNats;
+  std::string nats_server = "nats://localhost:4222";  // --nats-server, else $NATS_SERVER
+  std::string nats_namespace = "infera";              // --namespace
   std::string etcd_endpoint;
   std::string etcd_prefix = "infera/workers/";
   uint32_t etcd_lease_ttl_s = 10;

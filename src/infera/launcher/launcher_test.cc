@@ -29,6 +29,7 @@
 #include "infera/http/net.h"
 #include "tests/support/etcd_process.h"
 #include "tests/support/etcd_reader.h"
+#include "tests/support/dev_transports.h"
 #include "tests/support/fake_engines.h"
 
 namespace infera::launcher {
@@ -322,6 +323,7 @@ void launch(Launched& l, EngineKind kind, const std::string& name, EtcdReader& r
   testing::write_fake_engine(l.dir, engine_kind_name(kind), kBinary);
   std::vector<std::string> argv = {kBinary, "engine", std::string(engine_kind_name(kind))};
   argv.insert(argv.end(), flags.begin(), flags.end());
+  argv = testing::with_dev_transports(std::move(argv));
   SpawnOptions o;
   const char* path = std::getenv("PATH");
   o.env = {{"PATH", l.dir.string() + ":" + (path ? path : "/usr/bin:/bin")}};
@@ -500,7 +502,8 @@ TEST_F(LauncherE2eTest, EngineThatNeverBecomesHealthyIsStoppedAtTheDeadline) {
   std::filesystem::permissions(dir / "vllm", std::filesystem::perms::owner_all);
   auto rc = run_process({kBinary, "engine", "vllm", "--model", "m", "--host", "127.0.0.1", "--port",
                          "0", "--vllm-bin", (dir / "vllm").string(), "--startup-timeout-s", "1",
-                         "--shutdown-timeout-s", "5", "--etcd-endpoint", etcd_->endpoint()},
+                         "--shutdown-timeout-s", "5", "--etcd-endpoint", etcd_->endpoint(),
+                         "--request-transport", "http", "--kv-event-transport", "zmq"},
                         milliseconds(30'000), (dir / "log").string());
   ASSERT_TRUE(rc.ok());
   EXPECT_EQ(*rc, 1) << read_file(dir / "log");

@@ -140,7 +140,9 @@ Result<Fleet> start_fleet(const DemoOptions& d, const DemoRun& run, const fs::pa
         Subprocess::spawn({bin, "engine", "mock", "--model", "infera-demo", "--host", "127.0.0.1",
                            "--port", "0", "--num-gpu-blocks", std::to_string(d.num_gpu_blocks),
                            "--speedup-ratio", std::to_string(d.speedup), "--seed", std::to_string(i),
-                           "--enable-kv-events", "--kv-events-config", events, "--log-level", "warn"},
+                           "--enable-kv-events", "--kv-events-config", events, "--log-level", "warn",
+                           // one machine, no broker: HTTP requests and ZMQ events
+                           "--request-transport", "http", "--kv-event-transport", "zmq"},
                           so));
     auto url = wait_for_url(e, log, std::chrono::seconds(30));
     if (!url) return unavailable("engine " + std::to_string(i) + " did not start:\n" + tail_of(log));

@@ -4,6 +4,7 @@
 
 #include "infera/common/log.h"
 #include "infera/config/flags.h"
+#include "infera/config/transports.h"
 #include "infera/launcher/worker_record.h"
 
 namespace infera::mock {
@@ -49,16 +50,6 @@ Status validate(const MockOptions& o) {
   return ok_status();
 }
 
-Status check_transport(std::string_view flag, const std::string& value, std::string_view supported) {
-  if (value == supported) return ok_status();
-  if (value == "nats") {
-    return unimplemented(std::string(flag) + " nats is not supported yet (use " +
-                         std::string(supported) + ")");
-  }
-  return invalid_argument("unknown " + std::string(flag) + " '" + value + "' (supported: " +
-                          std::string(supported) + ")");
-}
-
 // Everything `infera engine mock` reads from its flags: the options, and the flags that are
 // resolved into them once all are known. The FlagSet points into it.
 struct MockFlags {
@@ -71,9 +62,9 @@ struct MockFlags {
   std::string pd_protocol = "vllm";
   std::string disaggregation_mode;
   std::string kv_transfer_config;
-  std::string request_transport = "http";
-  std::string kv_event_transport = "zmq";
-  std::string discovery_backend = "static";
+  std::string request_transport;  // "": not given (config/transports.h decides)
+  std::string kv_event_transport;
+  std::string discovery_backend;
   std::string log_level = "info";
   std::vector<std::string> lora_modules;
   bool enable_lora = false;
@@ -153,15 +144,24 @@ config::FlagSet mock_flag_set(MockFlags& s) {
         "how long a prefill holds its blocks for the decode side, and either side waits for "
         "the other (default 120)",
         "SECONDS");
-  f.add("--discovery-backend", &s.discovery_backend, "static (default) or etcd", "BACKEND");
+  f.add("--discovery-backend", &s.discovery_backend,
+        "static, etcd or k8s: where the engine registers (default k8s, i.e. nowhere: the router "
+        "finds the pod; --etcd-endpoint implies etcd)",
+        "BACKEND");
   f.add("--etcd-endpoint", &o.etcd_endpoint, "etcd v3 endpoint for --discovery-backend etcd",
         "HOST:PORT");
   f.add("--etcd-prefix", &o.etcd_prefix, "etcd key prefix (default infera/workers/)", "PREFIX");
   f.add("--etcd-lease-ttl-s", &o.etcd_lease_ttl_s,
         "lease of the etcd record: it disappears this long after the process dies (default 10)",
         "SECONDS");
-  f.add("--request-transport", &s.request_transport, "http (default)", "TRANSPORT");
-  f.add("--kv-event-transport", &s.kv_event_transport, "zmq (default)", "TRANSPORT");
+  f.add("--request-transport", &s.request_transport,
+        "http or nats (default): nats also serves the router's requests from NS.requests.<worker>",
+        "TRANSPORT");
+  f.add("--kv-event-transport", &s.kv_event_transport,
+        "zmq or nats (default): nats relays the KV events to NS.kv-events.<worker>", "TRANSPORT");
+  f.add("--nats-server", &o.nats_server,
+        "NATS server URL(s) (default $NATS_SERVER, else nats://localhost:4222)", "URL");
+  f.add("--namespace", &o.nats_namespace, "prefix of the NATS subjects (default infera)", "NS");
   f.add("--enable-lora", &s.enable_lora,
         "serve LoRA adapters (what --lora-modules needs, as in vLLM)", "");
   f.add("--lora-modules", &s.lora_modules,
@@ -213,8 +213,7 @@ Status resolve_disaggregation(MockFlags& s, const config::FlagSet& f) {
   if (!s.kv_transfer_config.empty()) {
     INFERA_RETURN_IF_ERROR(parse_kv_transfer_connector(s.kv_transfer_config).status());
   }
-  INFERA_RETURN_IF_ERROR(check_transport("--request-transport", s.request_transport, "http"));
-  return check_transport("--kv-event-transport", s.kv_event_transport, "zmq");
+  return ok_status();
 }
 
 // --kv-events-format: map, array, or any wire format's own name.
@@ -277,11 +276,26 @@ Result<MockOptions> parse_mock_flags(std::span<const std::string> args, bool* he
   if (s.no_prefix_caching) o.engine.enable_prefix_caching = false;
   INFERA_RETURN_IF_ERROR(resolve_lora_modules(s));
   INFERA_ASSIGN_OR_RETURN(o.log_level, parse_log_level(s.log_level));
-  INFERA_ASSIGN_OR_RETURN(o.discovery_backend,
-                          config::parse_discovery_backend(s.discovery_backend));
+  INFERA_ASSIGN_OR_RETURN(config::Transports t,
+                          config::resolve_engine_transports(
+                              {s.discovery_backend, s.request_transport, s.kv_event_transport,
+                               !o.etcd_endpoint.empty()}));
+  o.discovery_backend = t.discovery;
+  o.request_transport = t.request;
+  o.kv_event_transport = t.events;
+  INFERA_ASSIGN_OR_RETURN(o.nats_server,
+                          config::resolve_nats_server(f.was_set("--nats-server"), o.nats_server,
+                                                      config::process_config_sources().environment));
+  INFERA_RETURN_IF_ERROR(config::check_namespace(o.nats_namespace));
   INFERA_RETURN_IF_ERROR(resolve_disaggregation(s, f));
   INFERA_ASSIGN_OR_RETURN(o.kv_events_format, parse_kv_events_format(s.kv_events_format));
   INFERA_RETURN_IF_ERROR(resolve_kv_events(s));
+  // Events relayed over NATS need no port outside this host: the defaults bind loopback.
+  if (o.kv_events && o.kv_event_transport == config::KvEventTransport::kNats &&
+      s.kv_events_config.empty()) {
+    o.kv_events->endpoint = "tcp://127.0.0.1:*";
+    o.kv_events->replay_endpoint = "tcp://127.0.0.1:*";
+  }
   if (o.advertise_host.empty()) o.advertise_host = default_advertise_host(o.host);
   INFERA_RETURN_IF_ERROR(validate(o));
   return std::move(o);

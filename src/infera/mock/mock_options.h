@@ -59,7 +59,13 @@ struct MockOptions {
   discovery::PdProtocol pd_protocol = discovery::PdProtocol::kVllm;
   uint32_t bootstrap_port = 8998;
   double kv_transfer_timeout_s = 120;
-  config::DiscoveryBackend discovery_backend = config::DiscoveryBackend::kStatic;
+  // config/transports.h: explicit flags, else --etcd-endpoint implies etcd, else k8s (no
+  // registration) and nats for both transports.
+  config::DiscoveryBackend discovery_backend = config::DiscoveryBackend::kKubernetes;
+  config::RequestTransport request_transport = config::RequestTransport::kNats;
+  config::KvEventTransport kv_event_transport = config::KvEventTransport::kNats;
+  std::string nats_server = "nats://localhost:4222";  // --nats-server, else $NATS_SERVER
+  std::string nats_namespace = "infera";              // --namespace
   std::string etcd_endpoint;  // HOST:PORT
   std::string etcd_prefix = "infera/workers/";
   uint32_t etcd_lease_ttl_s = 10;

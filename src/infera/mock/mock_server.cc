@@ -14,6 +14,7 @@
 #include "infera/common/log.h"
 #include "infera/common/random.h"
 #include "infera/discovery/etcd.h"
+#include "infera/launcher/worker_relays.h"
 #include "infera/events/endpoint.h"
 #include "infera/events/publisher.h"
 #include "infera/http/client.h"
@@ -580,6 +581,8 @@ struct MockEngine::Parts {
   std::unique_ptr<http::Server> server;
   std::unique_ptr<http::Server> bootstrap;  // SGLang-style prefill: the pull route only
   std::unique_ptr<discovery::EtcdRegistration> registration;
+  // NATS transports: the relays to the engine's own sockets and port.
+  std::unique_ptr<launcher::WorkerRelays> relays;
 };
 
 MockEngine::MockEngine(MockOptions options)
@@ -600,13 +603,15 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
   INFERA_RETURN_IF_ERROR(validate(config));
 
   WorkerRecordParams record;
+  const bool nats_events = o.kv_event_transport == config::KvEventTransport::kNats;
   if (o.kv_events) {
     INFERA_ASSIGN_OR_RETURN(p.publisher, start_kv_publisher(o));
-    // An engine that connects its PUB socket to a router's SUB has no endpoint to register.
-    if (events::publisher_binds(o.kv_events->endpoint)) {
+    // An engine that connects its PUB socket to a router's SUB has no endpoint to register;
+    // with NATS events the router needs none (the relay reads the sockets on this host).
+    if (events::publisher_binds(o.kv_events->endpoint) && !nats_events) {
       record.kv_endpoint = p.publisher->endpoint();
     }
-    record.replay_endpoint = p.publisher->replay_endpoint();
+    if (!nats_events) record.replay_endpoint = p.publisher->replay_endpoint();
     record.topic = o.kv_events->topic;
   }
 
@@ -663,6 +668,19 @@ Result<std::unique_ptr<MockEngine>> MockEngine::start(MockOptions options) {
   engine->worker_ = make_worker_record(record);
   const discovery::WorkerInfo& w = engine->worker_;
 
+  launcher::WorkerRelayOptions relay;
+  relay.nats_server = o.nats_server;
+  relay.ns = o.nats_namespace;
+  relay.worker_id = w.id;
+  relay.events = nats_events && p.publisher;
+  if (relay.events) {
+    relay.kv_endpoint = p.publisher->endpoint();
+    relay.replay_endpoint = p.publisher->replay_endpoint();
+    relay.topic = o.kv_events->topic;
+  }
+  relay.requests = o.request_transport == config::RequestTransport::kNats;
+  relay.engine = {"127.0.0.1", p.server->port()};
+  INFERA_ASSIGN_OR_RETURN(p.relays, launcher::WorkerRelays::start(relay));
   if (o.discovery_backend == config::DiscoveryBackend::kEtcd) {
     auto endpoint = http::parse_endpoint(o.etcd_endpoint);
     if (!endpoint.ok()) return endpoint.status();
@@ -701,12 +719,14 @@ void MockEngine::shutdown(std::chrono::milliseconds drain) {
   Parts& p = *parts_;
   if (p.registration) p.registration->stop();  // routers stop sending here first
   if (p.server) p.server->shutdown(drain);
+  if (p.relays) p.relays->stop_requests();
   if (p.bootstrap) p.bootstrap->shutdown(std::chrono::milliseconds(0));
   if (p.runner) p.runner->stop();
   if (p.publisher) {
     (void)p.publisher->flush(std::chrono::milliseconds(500));
     p.publisher->stop();
   }
+  if (p.relays) p.relays->stop();
   if (p.loop) p.loop->stop();
 }
 

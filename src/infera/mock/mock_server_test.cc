@@ -3,6 +3,8 @@
 // real ZMQ SUB socket, and client disconnects aborting requests in the core.
 #include "infera/mock/mock_server.h"
 
+#include "tests/support/dev_transports.h"
+
 #include <gtest/gtest.h>
 
 #include <boost/json/parse.hpp>
@@ -39,7 +41,7 @@ std::unique_ptr<MockEngine> start_engine(std::vector<std::string> extra = {}) {
   args.insert(args.end(), extra.begin(), extra.end());
   bool help = false;
   std::string text;
-  auto options = parse_mock_flags(args, &help, &text);
+  auto options = parse_mock_flags(infera::testing::with_dev_transports(args), &help, &text);
   EXPECT_TRUE(options.ok()) << options.status().to_string();
   if (!options.ok()) return nullptr;
   auto engine = MockEngine::start(std::move(*options));
@@ -670,14 +672,14 @@ TEST(MockServerTest, StartupFailsCleanlyOnABadTokenizerOrBusyPort) {
   std::string text;
   std::vector<std::string> args = {"--host", "127.0.0.1", "--port", "0", "--tokenizer",
                                    "/nonexistent/dir"};
-  auto bad = MockEngine::start(*parse_mock_flags(args, &help, &text));
+  auto bad = MockEngine::start(*parse_mock_flags(infera::testing::with_dev_transports(args), &help, &text));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--tokenizer"), std::string::npos);
   auto first = start_engine();
   ASSERT_TRUE(first);
   std::vector<std::string> same = {"--host", "127.0.0.1", "--port",
                                    std::to_string(first->port())};
-  auto second = MockEngine::start(*parse_mock_flags(same, &help, &text));
+  auto second = MockEngine::start(*parse_mock_flags(infera::testing::with_dev_transports(same), &help, &text));
   EXPECT_FALSE(second.ok());
 }
 

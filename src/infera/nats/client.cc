@@ -540,11 +540,22 @@ Result<uint64_t> Client::subscribe(std::string subject, Handler handler, std::st
 }
 
 void Client::unsubscribe(uint64_t sid) {
-  std::lock_guard lock(impl_->mu);
-  if (impl_->subs.erase(sid) == 0) return;
-  if (impl_->up) {
-    append_unsub(impl_->pending, sid);
-    impl_->post_wake_locked();
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->subs.erase(sid) == 0) return;
+    if (impl_->up) {
+      append_unsub(impl_->pending, sid);
+      impl_->post_wake_locked();
+    }
+  }
+  // A handler already running on the client's thread finishes before this returns, so the
+  // caller may destroy what the handler uses. (Bounded: a handler must not block.)
+  if (impl_->thread.joinable() && std::this_thread::get_id() != impl_->thread.get_id() &&
+      !impl_->ctx.stopped()) {
+    auto done = std::make_shared<std::promise<void>>();
+    std::future<void> f = done->get_future();
+    net::post(impl_->ctx, [done] { done->set_value(); });
+    (void)f.wait_for(std::chrono::seconds(2));
   }
 }
 

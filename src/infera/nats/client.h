@@ -99,6 +99,8 @@ class Client {
   // Subscribes (`queue`: a queue group, or empty); the subscription survives reconnects. The
   // result is its id for unsubscribe().
   Result<uint64_t> subscribe(std::string subject, Handler handler, std::string queue = {});
+  // Stops the subscription; a handler of it running now has returned when this does (unless
+  // called from a handler).
   void unsubscribe(uint64_t sid);
 
   // A fresh reply subject under this connection's inbox; route its messages with add_inbox().

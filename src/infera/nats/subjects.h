@@ -31,17 +31,4 @@ inline std::string_view last_token(std::string_view subject) {
   return dot == std::string_view::npos ? subject : subject.substr(dot + 1);
 }
 
-// A namespace is one or more subject tokens of letters, digits, '-' and '_'.
-inline bool valid_namespace(std::string_view ns) {
-  if (ns.empty() || ns.size() > 128 || ns.front() == '.' || ns.back() == '.') return false;
-  char prev = 0;
-  for (char c : ns) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || (c == '.' && prev != '.');
-    if (!ok) return false;
-    prev = c;
-  }
-  return true;
-}
-
 }  // namespace infera::nats

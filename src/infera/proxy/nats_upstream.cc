@@ -100,6 +100,9 @@ net::awaitable<Result<Inbox::Frame>> NatsCall::next_frame(SteadyTime until, cons
 net::awaitable<Status> NatsCall::open(const http::Request& request, const std::string& worker,
                                       SteadyTime deadline) {
   worker_ = worker;
+  // Requests are not buffered across an outage: the client gets its answer (another worker, or
+  // a clean 503) now rather than after the first-byte timeout.
+  if (!bus_.connected()) co_return unavailable("NATS is not connected (" + worker + ")");
   subject_ = bus_.make_inbox();
   std::shared_ptr<Inbox> in = inbox_;
   bus_.add_inbox(subject_, [in](const nats::Message& m) {
