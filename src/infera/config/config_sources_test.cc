@@ -601,7 +601,7 @@ TEST(ServerConfigSourcesTest, TheDocumentedExampleFileParses) {
 TEST(ServerConfigSourcesTest, ChoiceWordsAndValidationApplyToEverySource) {
   auto bad_level = parse_server({"--worker", "http://a:1"}, env({"INFERA_LOG_LEVEL=loud"}));
   ASSERT_FALSE(bad_level.ok());
-  auto no_workers = parse_server({}, env({"INFERA_WORKER= "}));
+  auto no_workers = parse_server({"--discovery-backend", "static"}, env({"INFERA_WORKER= "}));
   ASSERT_FALSE(no_workers.ok());
   EXPECT_TRUE(contains(no_workers.status().message(), "needs at least one --worker"));
   auto from_env = parse_server({}, env({"INFERA_WORKER=http://a:1 http://b:2"}));

@@ -193,9 +193,13 @@ net::awaitable<void> poll_loop(PollContext c, FleetMember m, std::shared_ptr<Eng
     }
     if (!paused) {
       ReportedLoad load;
-      const std::optional<PollError> failed =
-          c.via ? co_await poll_via(*c.via, m.endpoint, started + c.deadline, c.max_body_bytes, load)
-                : co_await poll_once(*c.client, m.endpoint, started + c.deadline, c.max_body_bytes, load);
+      // Two statements, not a conditional: GCC 12 destroys a co_await's result in a ?: too early.
+      std::optional<PollError> failed;
+      if (c.via) {
+        failed = co_await poll_via(*c.via, m.endpoint, started + c.deadline, c.max_body_bytes, load);
+      } else {
+        failed = co_await poll_once(*c.client, m.endpoint, started + c.deadline, c.max_body_bytes, load);
+      }
       {
         std::lock_guard lock(poll->mu);
         if (poll->stopped) co_return;  // it left: its slot may belong to another worker now

@@ -89,6 +89,8 @@ void each_setting(Field&& field, LoadField&& load_field) {
   field("--k8s-inference-pool", &ServerConfig::k8s_inference_pool);
   field("--request-transport", &ServerConfig::request_transport);
   field("--kv-event-transport", &ServerConfig::kv_event_transport);
+  field("--nats-server", &ServerConfig::nats_server);
+  field("--namespace", &ServerConfig::nats_namespace);
   field("--kv-events-bind", &ServerConfig::kv_events_bind);
   field("--max-body-bytes", &ServerConfig::max_body_bytes);
   field("--max-header-bytes", &ServerConfig::max_header_bytes);

@@ -160,14 +160,20 @@ TEST(ReloadTest, AWorkerThatDoesNotParseFailsTheWholeReload) {
   EXPECT_FALSE(plan.ok());
 }
 
-TEST(ReloadTest, WorkerFlagsUnderEtcdDiscoveryNeedARestart) {
+TEST(ReloadTest, SwitchingDiscoveryBackendNeedsARestart) {
   const Flags etcd = {"--discovery-backend", "etcd", "--etcd-endpoint", "127.0.0.1:2379"};
-  Flags more = etcd;
-  more.insert(more.end(), {"--worker", "http://127.0.0.1:30000"});
-  auto plan = plan_reload(parse(etcd), parse(more));
+  auto plan = plan_reload(parse(etcd), parse(kBase));
   ASSERT_TRUE(plan.ok());
   EXPECT_FALSE(plan->workers.has_value());
-  EXPECT_EQ(plan->not_applied, Flags{"--worker"});
+  EXPECT_EQ(plan->not_applied, (Flags{"--discovery-backend", "--etcd-endpoint", "--worker"}));
+  // --worker beside etcd discovery cannot work: the reloaded config is refused as a start would be.
+  bool help = false;
+  std::string text;
+  Flags more = infera::testing::with_dev_transports(etcd);
+  more.insert(more.end(), {"--worker", "http://127.0.0.1:30000"});
+  auto refused = config::parse_server_flags(more, &help, &text);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--discovery-backend static"), std::string::npos);
 }
 
 TEST(ReloadTest, EverythingElseIsListedAsNotAppliedAndKeptForTheNextReload) {

@@ -63,6 +63,8 @@ TEST(LauncherTest, VllmDryRunIsTheExactCommand) {
                                            "5558",
                                            "--etcd-endpoint",
                                            "127.0.0.1:2379",
+                                           "--kv-event-transport",
+                                           "zmq",
                                            "--role",
                                            "prefill",
                                            "--kv-transfer-config",
@@ -98,6 +100,14 @@ TEST(LauncherTest, VllmDryRunIsTheExactCommand) {
   EXPECT_EQ(w.role, discovery::Role::kPrefill);
   EXPECT_EQ(w.block_size, 16u);
   EXPECT_EQ(w.model, "Qwen/Qwen3-0.6B");
+  // With events over NATS (the default) the launcher's relay reads the sockets: no endpoint
+  // in the record, and the same engine command.
+  auto relayed = plan_for(EngineKind::kVllm, {"--model", "m", "--kv-events-port", "5557",
+                                              "--kv-events-replay-port", "5558"});
+  ASSERT_TRUE(relayed.ok()) << relayed.status().to_string();
+  EXPECT_EQ(relayed->worker.kv_endpoint, "");
+  EXPECT_EQ(relayed->worker.replay_endpoint, "");
+  EXPECT_EQ(relayed->worker.topic, "kv-events");
   EXPECT_EQ(w.engine, "vllm");
 }
 
@@ -146,7 +156,8 @@ TEST(LauncherTest, SglangDryRunIsTheExactCommand) {
       EngineKind::kSglang,
       {"--model-path", "m", "--host", "127.0.0.1", "--port", "30000", "--page-size", "32",
        "--kv-events-config", R"({"publisher":"zmq","endpoint":"tcp://*:5557","topic":"kv"})",
-       "--served-model-name", "served", "--tp", "2", "--python-bin", "/opt/py/bin/python3"});
+       "--served-model-name", "served", "--tp", "2", "--python-bin", "/opt/py/bin/python3",
+       "--kv-event-transport", "zmq"});
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   EXPECT_EQ(format_dry_run(*plan),
             "/opt/py/bin/python3 -m sglang.launch_server --model-path m --host 127.0.0.1 "
@@ -194,7 +205,8 @@ TEST(LauncherTest, SglangRolesBecomeItsDisaggregationFlagsAndTheBootstrapPortIsR
 }
 
 TEST(LauncherTest, UnsetPortsArePickedFreeAndDistinct) {
-  auto plan = plan_for(EngineKind::kVllm, {"my-model", "--port", "0", "--enable-kv-events"});
+  auto plan = plan_for(EngineKind::kVllm, {"my-model", "--port", "0", "--enable-kv-events",
+                                           "--kv-event-transport", "zmq"});
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   EXPECT_EQ(plan->argv[2], "my-model");  // vLLM's positional model
   static const std::regex kEndpoint(R"(tcp://127\.0\.0\.1:(\d+))");
@@ -242,7 +254,8 @@ TEST(LauncherTest, BadFlagsAreErrors) {
   EXPECT_FALSE(plan_for(EngineKind::kVllm, {"--model", "m", "--role", "both-ish"}).ok());
   EXPECT_FALSE(plan_for(EngineKind::kVllm, {"--model", "m", "--discovery-backend", "etcd"}).ok());
   EXPECT_FALSE(plan_for(EngineKind::kVllm, {"--model", "m", "--block-size", "0"}).ok());
-  EXPECT_FALSE(plan_for(EngineKind::kVllm, {"--model", "m", "--kv-event-transport", "nats"}).ok());
+  EXPECT_FALSE(plan_for(EngineKind::kVllm, {"--model", "m", "--kv-event-transport", "kafka"}).ok());
+  EXPECT_FALSE(plan_for(EngineKind::kVllm, {"--model", "m", "--nats-server", "http://x:1"}).ok());
   // The other engine's flags are not the launcher's: they pass through.
   auto pass =
       plan_for(EngineKind::kSglang, {"--model-path", "m", "--port", "1", "--vllm-bin", "x"});

@@ -7,6 +7,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "infera/common/clock.h"
@@ -108,16 +109,26 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
 };
 
 net::awaitable<Status> Client::Impl::read_some(ReadBuffer& buf) {
-  auto [ec, n] = tls ? co_await tls->async_read_some(net::buffer(buf.data.get(), kReadSize), use_nothrow)
-                     : co_await socket->async_read_some(net::buffer(buf.data.get(), kReadSize), use_nothrow);
+  // if/else, not ?: : GCC 12 mishandles a co_await's temporaries inside a conditional.
+  boost::system::error_code ec;
+  size_t n = 0;
+  if (tls) {
+    std::tie(ec, n) = co_await tls->async_read_some(net::buffer(buf.data.get(), kReadSize), use_nothrow);
+  } else {
+    std::tie(ec, n) = co_await socket->async_read_some(net::buffer(buf.data.get(), kReadSize), use_nothrow);
+  }
   buf.size = n;
   if (ec) co_return unavailable("NATS connection read: " + ec.message());
   co_return ok_status();
 }
 
 net::awaitable<Status> Client::Impl::write_all(const std::string& bytes) {
-  auto [ec, n] = tls ? co_await net::async_write(*tls, net::buffer(bytes), use_nothrow)
-                     : co_await net::async_write(*socket, net::buffer(bytes), use_nothrow);
+  boost::system::error_code ec;
+  if (tls) {
+    std::tie(ec, std::ignore) = co_await net::async_write(*tls, net::buffer(bytes), use_nothrow);
+  } else {
+    std::tie(ec, std::ignore) = co_await net::async_write(*socket, net::buffer(bytes), use_nothrow);
+  }
   if (ec) co_return unavailable("NATS connection write: " + ec.message());
   co_return ok_status();
 }
