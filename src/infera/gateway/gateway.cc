@@ -324,6 +324,9 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   co.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.upstream_idle_timeout_s * 1000));
   co.max_idle_per_endpoint = 256;
   g.upstream = std::make_unique<http::Client>(co);
+  // Made (and its configuration read) now, started last; the metrics and admin routes read it.
+  // Before the bus: a bad kubeconfig is reported as itself, not hidden behind NATS being away.
+  INFERA_ASSIGN_OR_RETURN(g.source, make_worker_source(config, *g.loop, std::move(static_workers)));
   INFERA_RETURN_IF_ERROR(start_transports(config, g));
   Fleet::Options fo;
   fo.nats_events = g.nats_events.get();
@@ -336,8 +339,6 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
       std::chrono::milliseconds(static_cast<int64_t>(config.engine_metrics_interval_s * 1000));
   g.fleet =
       std::make_unique<Fleet>(fo, g.index, g.load, g.engine_signals, *g.loop, *g.upstream, g.clock);
-  // Made (and its configuration read) now, started last; the metrics and admin routes read it.
-  INFERA_ASSIGN_OR_RETURN(g.source, make_worker_source(config, *g.loop, std::move(static_workers)));
   add_metric_collectors(g);
 
   http::ServerOptions so;

@@ -4,7 +4,6 @@
 
 #include <boost/beast/core/buffers_suffix.hpp>
 
-#include "infera/common/check.h"
 #include "infera/http/deadline.h"
 #include "infera/http/net.h"
 
@@ -14,8 +13,8 @@ namespace infera::http::io {
 // non-blocking send, then, for whatever the socket did not take, as an async write that
 // `deadline` bounds (armed only then, for `limit` but never past `cap`; a timeout comes back as
 // beast::error::timeout).
-// The socket must be in non-blocking mode (`non_blocking(true)`, set where the server accepts
-// and the client connects).
+// The socket is put in non-blocking mode where the server accepts and the client connects; one
+// that is not (or is no longer open) is handled here rather than trusted.
 //
 // Why not async_write alone: almost every write of a proxied exchange fits the socket's send
 // buffer, and Asio's async write then still completes through the event loop (a posted
@@ -26,8 +25,13 @@ net::awaitable<beast::error_code> write(
     tcp::socket& socket, Deadline& deadline, const Buffers& buffers,
     std::chrono::milliseconds limit,
     Deadline::Clock::time_point cap = Deadline::Clock::time_point::max()) {
-  INFERA_CHECK(socket.non_blocking());
   beast::error_code ec;
+  // A socket its deadline closed (say, as the connect completed) is an error, not a crash.
+  if (!socket.is_open()) co_return net::error::make_error_code(net::error::bad_descriptor);
+  if (!socket.non_blocking()) {
+    socket.non_blocking(true, ec);
+    if (ec) co_return ec;
+  }
   const size_t total = net::buffer_size(buffers);
   const size_t sent = total == 0 ? 0 : socket.write_some(buffers, ec);
   if (!ec && sent == total) co_return ec;
