@@ -766,7 +766,8 @@ TEST(FaultE2eTest, RestartedEngineGetsItsMirrorRebuilt) {
               200);
   }
   EXPECT_TRUE(eventually([&] { return block_count(s, id) == 2 * kPromptBlocks; }))
-      << block_count(s, id);
+      << block_count(s, id) << "\n" << get(s, "/v1/admin/workers").body << "\n"
+      << stage.server->log();
   for (int i = 0; i < 4; ++i) EXPECT_EQ(classify(run.send()), Outcome::kSucceeded);
   run.finish();
 }

@@ -1,11 +1,16 @@
 // `--request-transport nats --kv-event-transport nats` end to end: the real binary (server and
 // mock engines) over a real nats-server (Debian), the documented repeated-prefix check, an
 // independent NATS client (npm `nats`) reading the event envelope and calling a worker's request
-// subject, the NATS server restarted mid-run (FAULT_ROW, docs/reliability.md), and the startup
-// lines of the defaults and of impossible combinations.
+// subject, the NATS server restarted mid-run (FAULT_ROW, docs/reliability.md), the same check
+// through the vLLM launcher (its relays in front of a fake `vllm` process), and the startup lines
+// of the defaults and of impossible combinations.
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <cstdlib>
+
 #include "tests/e2e/e2e_support.h"
+#include "tests/support/fake_engines.h"
 #include "tests/support/nats_process.h"
 
 namespace infera::e2e {
@@ -111,6 +116,77 @@ TEST_F(NatsE2eTest, ANatsServerRestartMidRunLosesNoRequest) {
   // The mirror is repaired (catch-up replay after the reconnect): the prefix hits again.
   const Routed again = send_traced(server_->port(), concat(prefix, token_ids(500, 16)));
   EXPECT_GE(again.cached_tokens, 112);
+}
+
+// The worker side as production runs it: `infera engine vllm` with the NATS defaults in front of
+// a `vllm` process (the fake of tests/support/fake_engines.h: the mock engine speaking HTTP and
+// ZMQ only, as vLLM does). The launcher's relays carry its KV events and its requests over NATS;
+// the router reaches it only through the bus and routes the repeated prefix to its cache.
+TEST(NatsLauncherE2eTest, TheVllmLauncherCarriesEventsAndRequestsOverNats) {
+  auto nats = testing::NatsProcess::start();
+  ASSERT_TRUE(nats.ok()) << nats.status().to_string();
+  struct Launched {
+    fs::path dir;
+    std::unique_ptr<InferaProcess> launcher;
+  };
+  std::vector<Launched> fleet;
+  for (int i = 0; i < 2; ++i) {
+    Launched w;
+    w.dir = fs::temp_directory_path() /
+            ("infera_nats_launcher_" + std::to_string(::getpid()) + "_" + std::to_string(i));
+    fs::remove_all(w.dir);
+    fs::create_directories(w.dir);
+    testing::write_fake_engine(w.dir, "vllm", kBinary);
+    const char* path = std::getenv("PATH");
+    // No transport flag: requests and events over NATS are the launcher's defaults.
+    w.launcher = std::make_unique<InferaProcess>(
+        "nats_vllm" + std::to_string(i),
+        Command{{kBinary, "engine", "vllm", "--model", std::string(kModel), "--host", "127.0.0.1",
+                 "--port", "0", "--block-size", "16", "--enable-kv-events", "--nats-server",
+                 nats->url()},
+                {{"PATH", w.dir.string() + ":" + (path ? path : "/usr/bin:/bin")}},
+                "ready on"});
+    ASSERT_TRUE(w.launcher->ready()) << w.launcher->log();
+    fleet.push_back(std::move(w));
+  }
+  // The engines were asked to publish on loopback only: the relay beside them reads the events.
+  for (const Launched& w : fleet) {
+    const std::string argv = read_text(w.dir / "argv");
+    EXPECT_NE(argv.find("--kv-events-config\n"), std::string::npos) << argv;
+    EXPECT_NE(argv.find("127.0.0.1"), std::string::npos) << argv;
+  }
+  std::vector<std::string> flags = nats_flags(*nats);
+  for (const Launched& w : fleet) flags.insert(flags.end(), {"--worker", w.launcher->url()});
+  flags.insert(flags.end(), {"--router-policy", "kv-aware"});
+  auto server = start_server("nats_launcher_server", flags);
+  ASSERT_TRUE(server->ready()) << server->log();
+  ASSERT_TRUE(eventually([&] {
+    auto t = workers(server->port());
+    return t && t->size() == 2;
+  })) << server->log();
+
+  const std::vector<uint32_t> prefix = token_ids(11, 256);
+  const Routed first = send_traced(server->port(), concat(prefix, token_ids(12, 32)));
+  ASSERT_EQ(first.status, 200);
+  EXPECT_EQ(first.cached_tokens, 0);
+  EXPECT_GE(block_count(server->port(), first.worker), 256 / 16);  // learned over NATS
+  const Routed second = send_traced(server->port(), concat(prefix, token_ids(13, 32)));
+  EXPECT_EQ(second.worker, first.worker);
+  EXPECT_GE(second.cached_tokens, 256);
+  const Reply stream = post(server->port(), "/v1/completions",
+                            completion_body(concat(prefix, token_ids(14, 8)), 24, /*stream=*/true));
+  EXPECT_EQ(stream.status, 200);
+  EXPECT_TRUE(stream.complete);
+  EXPECT_TRUE(stream.body.ends_with("data: [DONE]\n\n")) << stream.body;
+
+  // SIGTERM: each launcher stops its relays and its engine and exits 0.
+  for (Launched& w : fleet) {
+    w.launcher->process().signal(SIGTERM);
+    const auto code = w.launcher->process().wait_for(Ms(30'000));
+    ASSERT_TRUE(code.has_value()) << w.launcher->log();
+    EXPECT_EQ(*code, 0) << w.launcher->log();
+    fs::remove_all(w.dir);
+  }
 }
 
 // Startup: the defaults need a NATS server and say so; impossible combinations are one line.

@@ -25,6 +25,7 @@
 
 #include <boost/asio/use_future.hpp>
 #include "infera/http/test_support.h"
+#include "tests/support/dev_transports.h"
 #include "tests/support/etcd_process.h"
 #include "tests/support/etcd_reader.h"
 
@@ -65,6 +66,7 @@ class EngineProcess {
     std::vector<std::string> argv = {kBinary, "engine", "mock", "--host", "127.0.0.1", "--port",
                                      "0"};
     argv.insert(argv.end(), flags.begin(), flags.end());
+    argv = infera::testing::with_dev_transports(std::move(argv));  // no NATS server here
     SpawnOptions o;
     o.stdout_path = (dir_ / "stdout").string();
     o.stderr_path = (dir_ / "stderr").string();

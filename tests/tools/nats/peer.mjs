@@ -1,5 +1,5 @@
 // An independent NATS peer (npm `nats`, the official JavaScript client) against infera's NATS
-// transports: it subscribes to NS.kv-events.<worker>, asks the server for one completion (so that
+// transports: it subscribes to NS.kv-events.*, asks the server for one completion (so that
 // the worker stores blocks), decodes the first envelope it sees with its own msgpack reader
 // (docs/contracts.md section 11: {"worker_id", "seq", "topic", "batch"}), then calls the worker's
 // request subject directly with the wire of docs/nats.md and reads the streamed answer.
@@ -55,7 +55,8 @@ function unpack(buf) {
 }
 
 const nc = await connect({ servers: natsUrl, timeout: 5000 });
-const events = nc.subscribe(`infera.kv-events.${token}`, { max: 1 });
+// Every worker's events: the server routes the completion to whichever worker it picks.
+const events = nc.subscribe("infera.kv-events.*", { max: 1 });
 await nc.flush();
 const body = JSON.stringify({ model: "m", prompt: Array.from({ length: 64 }, (_, k) => 1000 + k), max_tokens: 2 });
 const res = await fetch(`http://127.0.0.1:${serverPort}/v1/completions`, {
@@ -66,7 +67,9 @@ await res.text();
 const timer = setTimeout(() => fail("no KV-event envelope within 10 s"), 10000);
 for await (const m of events) {
   const env = unpack(m.data);
-  if (env.worker_id !== worker) fail("worker_id " + env.worker_id);
+  if (typeof env.worker_id !== "string" || m.subject !== "infera.kv-events." + env.worker_id.replace(/[.:*> \t]/g, "_")) {
+    fail("worker_id " + env.worker_id + " on " + m.subject);
+  }
   if (typeof env.seq !== "number" && typeof env.seq !== "bigint") fail("seq missing");
   if (!(env.batch instanceof Uint8Array) || env.batch.length === 0) fail("batch missing");
   const batch = unpack(env.batch);  // the engine's vLLM payload, unchanged: [ts, [events], rank]
