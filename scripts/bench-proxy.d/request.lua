@@ -2,9 +2,10 @@
 -- prefixes (~950 tokens each) and a question unique to every request (~50 tokens), built at
 -- request time so that no two bodies are equal (the gateway's tokenizer caches whole segments:
 -- a pool of bodies cycled over would be served from that cache after the first lap).
--- Usage: wrk -s request.lua URL -- KIND MODEL
+-- Usage: wrk -s request.lua URL -- KIND MODEL [MAX_TOKENS]
 --   KIND: text (prompt as a string), text-stream (the same, "stream":true), ids (prompt as a
 --         JSON list of token ids), ids-stream
+--   MAX_TOKENS: the answer's length (default 1; the canned engine streams that many chunks)
 -- done() prints one line "WRKJSON {...}": requests, duration, req/s and latency percentiles in
 -- microseconds, and wrk's error counts (status = HTTP status > 399).
 
@@ -40,7 +41,7 @@ local nwords = #words
 -- A small LCG (exact in doubles: the state stays below 2^31).
 local function lcg(s) return (s * 1103515245 + 12345) % 2147483648 end
 
-local kind, model, stream, ids
+local kind, model, stream, ids, max_tokens
 local heads = {}  -- per prefix: everything of the body up to the question
 local tail
 local request_head
@@ -55,9 +56,10 @@ local question_ids = 40
 function init(args)
   kind = args[1] or "text"
   model = args[2] or "canned"
+  max_tokens = tonumber(args[3] or "1") or 1
   stream = kind:find("stream", 1, true) ~= nil
   ids = kind:sub(1, 3) == "ids"
-  local open = '{"model":"' .. model .. '","max_tokens":1,"temperature":0,"prompt":'
+  local open = '{"model":"' .. model .. '","max_tokens":' .. max_tokens .. ',"temperature":0,"prompt":'
   for k = 1, 16 do
     local s = k * 7919
     local parts = {}

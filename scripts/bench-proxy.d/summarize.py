@@ -10,7 +10,8 @@ import json
 import statistics
 import sys
 
-PATHS = ("direct", "nginx", "infera", "baseline")  # baseline: --baseline BIN, when given
+# baseline: --baseline BIN; nats: --nats (infera with --request-transport nats), when given
+PATHS = ("direct", "nginx", "infera", "baseline", "nats")
 
 
 def median(xs):
@@ -71,6 +72,8 @@ def main():
                     "proxy_cpu_us_per_req": cpu("proxy"),
                     "engine_cpu_us_per_req": cpu("engine"),
                     "wrk_cpu_us_per_req": cpu("wrk"),
+                    "bus_cpu_us_per_req": cpu("bus"),
+                    "tokens_per_s": median([r.get("tokens_per_s") for r in rs]),
                     "requests": sum(r["requests"] for r in rs),
                     "prompt_tokens": median([r.get("prompt_tokens") for r in rs]),
                     "errors": errors,
@@ -82,7 +85,9 @@ def main():
                     f" {fmt(agg['p50_us']):>8} {fmt(agg['p90_us']):>8} {fmt(agg['p99_us']):>8}"
                     f" {fmt(agg['proxy_cpu_us_per_req'], 1):>16}"
                     f" {fmt(agg['engine_cpu_us_per_req'], 1):>7}"
-                    f" {fmt(agg['wrk_cpu_us_per_req'], 1):>6} {errors:>6}")
+                    f" {fmt(agg['wrk_cpu_us_per_req'], 1):>6} {errors:>6}"
+                    + (f"  (bus cpu {fmt(agg['bus_cpu_us_per_req'], 1)} us/req)"
+                       if agg["bus_cpu_us_per_req"] is not None else ""))
 
     lines.append("")
     lines.append(f"{'variant':<12} {'infera/nginx req/s':>18} {'(rounds; median)':<26} {'infera/direct':>13}"
@@ -117,7 +122,7 @@ def main():
         added = {}
         if 1 in conns:
             direct = {r["round"]: r["p50_us"] for r in select(v, 1, "direct")}
-            for p in ("nginx", "infera", "baseline"):
+            for p in ("nginx", "infera", "baseline", "nats"):
                 diffs = [r["p50_us"] - direct[r["round"]] for r in select(v, 1, p)
                          if r["round"] in direct]
                 if not diffs:
@@ -133,12 +138,35 @@ def main():
             f" {fmt(ratios['infera_over_direct_rps'], 2):>13}"
             f" {fmt(ratios['nginx_over_direct_rps'], 2):>12}"
             f"   {'':>26}{fmt(added.get('nginx')):>6} {fmt(added.get('infera')):>7}")
+        if res.get(str(top), {}).get("nats"):
+            ratios["nats_over_infera_rps"] = ratio("nats", "infera")
+            ratios["nats_over_infera_rps_rounds"] = paired("nats", "infera")
+            ratios["nats_over_infera_rps_paired_median"] = median(ratios["nats_over_infera_rps_rounds"])
+            if added.get("infera") and added.get("nats") is not None:
+                ratios["nats_over_infera_added_p50"] = added["nats"] / added["infera"]
+            per_round = {}
+            for a, b in zip(added.get("nats_rounds", []), added.get("infera_rounds", [])):
+                per_round.setdefault("r", []).append(round(a / b, 2) if b > 0 else None)
+            ratios["nats_over_infera_added_p50_rounds"] = per_round.get("r", [])
         if "infera_over_baseline_rps" in ratios:
             rb = " ".join(f"{x:.2f}" for x in ratios["infera_over_baseline_rps_rounds"])
             lines.append(
                 f"{'':<12} infera/baseline req/s {fmt(ratios['infera_over_baseline_rps'], 2)}"
                 f" (rounds {rb}); baseline/nginx {fmt(ratios['baseline_over_nginx_rps'], 2)};"
                 f" baseline added p50 at 1 conn {fmt(added.get('baseline'))} us")
+    for v in variants:
+        r = out["ratios"][v]
+        if "nats_over_infera_rps" not in r:
+            continue
+        res = out["results"][v][str(top)]
+        rr = " ".join(f"{x:.2f}" for x in r["nats_over_infera_rps_rounds"])
+        lines.append(
+            f"{v:<12} nats/infera (http) at {top} conns: req/s {fmt(r['nats_over_infera_rps'], 2)}"
+            f" (rounds {rr}; paired median {fmt(r['nats_over_infera_rps_paired_median'], 2)}),"
+            f" tokens/s {fmt(res['nats']['tokens_per_s'])} vs {fmt(res['infera']['tokens_per_s'])};"
+            f" added p50 at 1 conn: nats {fmt(r['added_p50_us_1conn'].get('nats'))} us,"
+            f" http {fmt(r['added_p50_us_1conn'].get('infera'))} us,"
+            f" ratio {fmt(r.get('nats_over_infera_added_p50'), 2)}")
     tokens = []
     for v in variants:
         t = [a["prompt_tokens"] for a in (out["results"][v].get(str(c), {}).get("infera")

@@ -1,11 +1,13 @@
 // A canned OpenAI-compatible upstream for measuring the gateway's own cost: it answers
 // /v1/completions and /v1/chat/completions at once with a fixed one-token completion (one JSON
-// answer, or an SSE stream when the body asks for one), so the engine side of a run costs
+// answer, or an SSE stream when the body asks for one: one chunk per `max_tokens`, each its own
+// write, as an engine emits tokens), so the engine side of a run costs
 // almost nothing. Not an engine: no tokenizer, no KV cache, no events (`infera engine mock` is
 // the simulated engine). It reports the model `canned` on /v1/models and block size 16 on
 // /metrics, as the gateway's probe expects.
 //
 // Usage: canned_engine PORT [IO_THREADS]   (PORT 0: any free port, printed on stdout)
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -38,13 +40,23 @@ bool wants_stream(std::string_view body) {
          body.find("\"stream\": true") != std::string_view::npos;
 }
 
+// The request's "max_tokens" (1 when absent or not a number), at most 100,000.
+long max_tokens(std::string_view body) {
+  constexpr std::string_view kKey = "\"max_tokens\":";
+  const size_t at = body.find(kKey);
+  if (at == std::string_view::npos) return 1;
+  const long n = std::strtol(std::string(body.substr(at + kKey.size(), 12)).c_str(), nullptr, 10);
+  return n < 1 ? 1 : std::min(n, 100'000L);
+}
+
 net::awaitable<Response> complete(Request& request, ResponseWriter& out) {
   if (!wants_stream(request.body)) co_return Response::json(200, std::string(kAnswer));
-  std::string events = infera::http::sse_event(kChunk);
-  events += infera::http::kSseDone;
-  if ((co_await out.write_head(200, infera::http::kSseContentType)).ok()) {
-    (void)co_await out.write(events, /*last=*/true);
+  if (!(co_await out.write_head(200, infera::http::kSseContentType)).ok()) co_return Response{};
+  const std::string chunk = infera::http::sse_event(kChunk);
+  for (long left = max_tokens(request.body); left > 1; --left) {
+    if (!(co_await out.write(chunk)).ok()) co_return Response{};
   }
+  (void)co_await out.write(chunk + std::string(infera::http::kSseDone), /*last=*/true);
   co_return Response{};
 }
 
