@@ -407,6 +407,10 @@ const Headers& ClientStream::headers() const {
 bool ClientStream::done() const {
   return state_->done;
 }
+bool ClientStream::buffered() const {
+  const State& s = *state_;
+  return s.done || s.parser->is_done() || (s.conn && s.conn->buffer.size() > 0);
+}
 void ClientStream::close() {
   state_->drop();
 }

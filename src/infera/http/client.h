@@ -136,6 +136,10 @@ class ClientStream {
       std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
   // The body has been read completely.
   bool done() const;
+  // The next read() answers without waiting for the socket: body bytes already arrived (with
+  // the head or the previous piece), or the body is complete. A relay uses it to send the head
+  // together with what followed it.
+  bool buffered() const;
   // Cancels the exchange: closes the connection, so the upstream sees the request go away.
   // Idempotent; from the owning coroutine only (not while a read() of it is pending).
   void close();

@@ -87,7 +87,7 @@ struct RequestRelay::Impl : std::enable_shared_from_this<RequestRelay::Impl> {
   net::awaitable<void> serve(std::shared_ptr<Call> call, RequestHead head, std::string reply,
                              std::string body);
   net::awaitable<bool> send_data(Call& call, const std::string& reply, uint64_t& seq,
-                                 std::string_view bytes, size_t room, uint32_t window);
+                                 std::string_view bytes, size_t room, uint32_t window, bool last);
   void expire_assemblies();
 };
 
@@ -182,12 +182,12 @@ void RequestRelay::Impl::start_call(RequestHead head, std::string reply, std::st
   net::co_spawn(ctx, serve(call, std::move(head), std::move(reply), std::move(body)), net::detached);
 }
 
-// Publishes `bytes` as data frames of at most `room` bytes, each once the window allows it.
-// False when the call is to end (cancelled, the router silent past the credit timeout, or NATS
-// refused a frame).
+// Publishes `bytes` as data frames of at most `room` bytes, each once the window allows it;
+// with `last`, the final frame also ends the answer. False when the call is to end (cancelled,
+// the router silent past the credit timeout, or NATS refused a frame).
 net::awaitable<bool> RequestRelay::Impl::send_data(Call& call, const std::string& reply,
                                                    uint64_t& seq, std::string_view bytes,
-                                                   size_t room, uint32_t window) {
+                                                   size_t room, uint32_t window, bool last) {
   for (size_t at = 0; at < bytes.size(); at += room) {
     // Data frames are seq 1, 2, ...: frame `seq` may go once seq - acked <= window.
     while (!call.cancelled && static_cast<int64_t>(seq) - call.acked > static_cast<int64_t>(window)) {
@@ -201,7 +201,8 @@ net::awaitable<bool> RequestRelay::Impl::send_data(Call& call, const std::string
     }
     if (call.cancelled) co_return false;
     const std::string_view piece = bytes.substr(at, room);
-    if (!bus.publish(reply, piece, "", reply_data(seq)).ok()) co_return false;
+    const bool ends = last && at + room >= bytes.size();
+    if (!bus.publish(reply, piece, "", reply_data(seq, ends)).ok()) co_return false;
     ++seq;
     count(&RequestRelayStats::bytes, piece.size());
   }
@@ -248,32 +249,59 @@ net::awaitable<void> RequestRelay::Impl::serve(std::shared_ptr<Call> call, Reque
   http::ClientStream& up = result.value();
   http::Headers headers;
   if (std::string_view t = up.header("Content-Type"); !t.empty()) headers.push_back({"Content-Type", std::string(t)});
-  if (!bus.publish(reply, "", "", reply_head(seq++, up.status(), headers, call->control)).ok()) {
-    count(&RequestRelayStats::failed);
-    co_return;
-  }
   const size_t room = bus.max_payload() > kFrameOverhead * 2 ? bus.max_payload() - kFrameOverhead : 1024;
-  for (;;) {
-    auto read = co_await (up.read() || call->stop.async_wait(use_nothrow));
-    if (read.index() == 1 || call->cancelled) {
-      up.close();
-      stopped();
-      co_return;
-    }
-    Result<std::string_view>& piece = std::get<0>(read);
+  // What the engine sent with its head goes in the head frame (never waiting for more): a
+  // non-streamed answer is then one message. A stream's head goes at once, as the engine sent it.
+  std::string_view first;
+  std::string_view spill;  // a first piece larger than a frame: data frames after the head
+  if (up.buffered()) {
+    auto piece = co_await up.read();  // answers from the buffer
     if (!piece.ok()) {
       (void)bus.publish(reply, "", "", reply_error(seq, "engine: " + piece.status().message()));
       count(&RequestRelayStats::failed);
       co_return;
     }
-    if (piece->empty()) break;
-    if (!co_await send_data(*call, reply, seq, *piece, room, head.window)) {
+    (piece->size() <= room ? first : spill) = *piece;
+  }
+  const bool whole = up.done() && spill.empty();
+  if (!bus.publish(reply, first, "", reply_head(seq++, up.status(), headers, call->control, whole)).ok()) {
+    count(&RequestRelayStats::failed);
+    co_return;
+  }
+  count(&RequestRelayStats::bytes, first.size());
+  if (whole) {
+    count(&RequestRelayStats::completed);
+    co_return;
+  }
+  for (std::string_view piece = spill;; piece = {}) {
+    if (piece.empty()) {
+      auto read = co_await (up.read() || call->stop.async_wait(use_nothrow));
+      if (read.index() == 1 || call->cancelled) {
+        up.close();
+        stopped();
+        co_return;
+      }
+      Result<std::string_view>& got = std::get<0>(read);
+      if (!got.ok()) {
+        (void)bus.publish(reply, "", "", reply_error(seq, "engine: " + got.status().message()));
+        count(&RequestRelayStats::failed);
+        co_return;
+      }
+      if (got->empty()) break;
+      piece = *got;
+    }
+    const bool last = up.done();  // the piece ends the body: its last frame says so
+    if (!co_await send_data(*call, reply, seq, piece, room, head.window, last)) {
       up.close();
       if (call->cancelled) {
         stopped();
       } else {
         count(&RequestRelayStats::failed);
       }
+      co_return;
+    }
+    if (last) {
+      count(&RequestRelayStats::completed);
       co_return;
     }
   }

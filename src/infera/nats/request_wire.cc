@@ -112,11 +112,13 @@ Result<RequestHead> decode_request(std::string_view header_block_text) {
   return r;
 }
 
-std::string reply_head(uint64_t seq, int status, const http::Headers& headers, std::string_view control) {
+std::string reply_head(uint64_t seq, int status, const http::Headers& headers, std::string_view control,
+                       bool last) {
   Fields f = {{"Infera-Seq", std::to_string(seq)},
               {"Infera-Kind", "head"},
               {"Infera-Status", std::to_string(status)},
               {"Infera-Control", std::string(control)}};
+  if (last) f.emplace_back("Infera-Last", "1");
   for (const http::Header& h : headers) {
     if (clean(h.name) && clean(h.value) && h.name.find(':') == std::string::npos && !h.name.empty()) {
       f.emplace_back(std::string(kHttpPrefix) + h.name, h.value);
@@ -125,8 +127,9 @@ std::string reply_head(uint64_t seq, int status, const http::Headers& headers, s
   return header_block(f);
 }
 
-std::string reply_data(uint64_t seq) {
-  return "NATS/1.0\r\nInfera-Seq: " + std::to_string(seq) + "\r\nInfera-Kind: data\r\n\r\n";
+std::string reply_data(uint64_t seq, bool last) {
+  return "NATS/1.0\r\nInfera-Seq: " + std::to_string(seq) + "\r\nInfera-Kind: data\r\n" +
+         (last ? "Infera-Last: 1\r\n\r\n" : "\r\n");
 }
 
 std::string reply_end(uint64_t seq) {
@@ -147,6 +150,10 @@ Result<ReplyFrame> decode_reply(std::string_view header_block_text) {
   ReplyFrame r;
   INFERA_ASSIGN_OR_RETURN(r.seq, required_u64(h, "Infera-Seq"));
   const std::string_view kind = h.get("Infera-Kind");
+  const std::string_view last = h.get("Infera-Last");
+  if (!last.empty() && last != "1") return invalid_argument("NATS reply with a bad Infera-Last");
+  r.last = last == "1";
+  if (r.last && kind != "data" && kind != "head") return invalid_argument("Infera-Last on a frame that ends anyway");
   if (kind == "data") {
     r.kind = ReplyKind::kData;
   } else if (kind == "head") {

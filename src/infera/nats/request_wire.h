@@ -10,10 +10,14 @@
 //     server's max_payload. Further parts follow on the same subject with Infera-Continue: <the
 //     router inbox> and Infera-Part: k (NATS keeps one publisher's order on one subject).
 //   relay -> the router inbox, each frame with Infera-Seq: 0, 1, 2, ... and Infera-Kind:
-//     head (Infera-Status, the response's Http-<Name> headers, Infera-Control: <relay inbox>),
-//     data (payload: body bytes), end, error (Infera-Error: message).
+//     head (Infera-Status, the response's Http-<Name> headers, Infera-Control: <relay inbox>;
+//     payload: the body's first bytes when the engine had sent them with its head),
+//     data (payload: body bytes), end, error (Infera-Error: message). A head or data frame with
+//     Infera-Last: 1 also ends the answer (no end frame follows): a whole non-streamed answer
+//     is then one message.
 //   router -> the relay's control inbox: Infera-Ack: <seq> (cumulative: every data frame up to
-//     it was written to the client) or Infera-Cancel: 1 (the client left: stop the engine call).
+//     it was taken for the client; sent once half the window is unacknowledged, so the relay
+//     always has credit) or Infera-Cancel: 1 (the client left: stop the engine call).
 #pragma once
 
 #include <cstdint>
@@ -62,9 +66,11 @@ struct ReplyFrame {
   http::Headers headers;   // head
   std::string control;     // head: the relay's control inbox
   std::string error;       // error
+  bool last = false;       // head or data: this frame also ends the answer
 };
-std::string reply_head(uint64_t seq, int status, const http::Headers& headers, std::string_view control);
-std::string reply_data(uint64_t seq);
+std::string reply_head(uint64_t seq, int status, const http::Headers& headers, std::string_view control,
+                       bool last = false);
+std::string reply_data(uint64_t seq, bool last = false);
 std::string reply_end(uint64_t seq);
 std::string reply_error(uint64_t seq, std::string_view message);
 Result<ReplyFrame> decode_reply(std::string_view header_block);

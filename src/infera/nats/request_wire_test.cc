@@ -89,6 +89,13 @@ TEST(RequestWire, ReplyFramesAndControl) {
   EXPECT_FALSE(decode_reply("NATS/1.0\r\nInfera-Kind: data\r\n\r\n").ok());  // no seq
   EXPECT_FALSE(decode_reply("NATS/1.0\r\nInfera-Seq: 1\r\nInfera-Kind: what\r\n\r\n").ok());
   EXPECT_FALSE(decode_reply(reply_head(0, 200, h, "bad subject")).ok());
+  // Infera-Last: a head or data frame that also ends the answer; not on frames that end anyway.
+  EXPECT_FALSE(head->last);
+  EXPECT_FALSE(data->last);
+  EXPECT_TRUE(decode_reply(reply_head(0, 200, h, "_INBOX.r.9", /*last=*/true))->last);
+  EXPECT_TRUE(decode_reply(reply_data(5, /*last=*/true))->last);
+  EXPECT_FALSE(decode_reply("NATS/1.0\r\nInfera-Seq: 1\r\nInfera-Kind: data\r\nInfera-Last: yes\r\n\r\n").ok());
+  EXPECT_FALSE(decode_reply("NATS/1.0\r\nInfera-Seq: 1\r\nInfera-Kind: end\r\nInfera-Last: 1\r\n\r\n").ok());
   EXPECT_EQ(*decode_control(control_ack(41))->ack, 41u);
   EXPECT_TRUE(decode_control(control_cancel())->cancel);
   EXPECT_FALSE(decode_control("NATS/1.0\r\nInfera-Ack: x\r\n\r\n").ok());

@@ -65,7 +65,11 @@ class NatsCall final : public OpenedResponse {
   int status_ = 0;
   http::Headers headers_;
   std::string piece_;
+  std::string head_body_;     // body bytes that came with the head, served by the first read
+  bool head_pending_ = false;  // head_body_ (or the head's Infera-Last) not yet served
+  bool head_last_ = false;
   uint64_t next_seq_ = 0;
+  uint64_t acked_ = 0;  // the last data frame acknowledged to the relay
   bool done_ = false;
   bool closed_ = false;
 };
@@ -137,12 +141,21 @@ net::awaitable<Status> NatsCall::open(const http::Request& request, const std::s
   status_ = frame->status;
   headers_ = std::move(frame->headers);
   control_ = std::move(frame->control);
+  head_body_ = std::move(f->payload);
+  head_last_ = frame->last;
+  head_pending_ = !head_body_.empty() || head_last_;
   next_seq_ = 1;
   co_return ok_status();
 }
 
 net::awaitable<Result<std::string_view>> NatsCall::read(SteadyTime deadline) {
   if (done_) co_return std::string_view();
+  if (head_pending_) {
+    head_pending_ = false;
+    piece_ = std::move(head_body_);
+    done_ = head_last_;
+    if (!piece_.empty() || done_) co_return std::string_view(piece_);
+  }
   const SteadyTime until = std::min(deadline, std::chrono::steady_clock::now() + options_.read_timeout);
   auto f = co_await next_frame(until, "silence");
   if (!f.ok()) co_return f.status();
@@ -157,8 +170,15 @@ net::awaitable<Result<std::string_view>> NatsCall::read(SteadyTime deadline) {
   switch (frame->kind) {
     case nats::ReplyKind::kData:
       piece_ = std::move(f->payload);
-      (void)bus_.publish(control_, "", "", nats::control_ack(frame->seq));
-      if (piece_.empty()) co_return co_await read(deadline);  // an empty frame is no end
+      if (frame->last) {
+        done_ = true;  // nothing follows: no credit needed
+      } else if (frame->seq - acked_ >= std::max<uint64_t>(1, options_.window / 2)) {
+        // Credit in batches: the relay may run `window` frames ahead, so an ack at half of it
+        // keeps it sending, at one control message per window/2 frames instead of one each.
+        (void)bus_.publish(control_, "", "", nats::control_ack(frame->seq));
+        acked_ = frame->seq;
+      }
+      if (piece_.empty() && !done_) co_return co_await read(deadline);  // an empty frame is no end
       co_return std::string_view(piece_);
     case nats::ReplyKind::kEnd:
       done_ = true;

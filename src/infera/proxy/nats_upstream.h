@@ -10,8 +10,9 @@
 // once), no head within the first-byte timeout, an error frame or a 5xx head are retryable.
 // After it: a frame out of sequence (lost or duplicated: never relayed), an error frame, or
 // silence past the read timeout end the stream as broken. Flow control: the relay sends at
-// most `window` data frames beyond the last one this side acknowledged; each frame read is
-// acknowledged. Cancellation: a call closed before its end (the client left, the deadline)
+// most `window` data frames beyond the last one this side acknowledged; frames read are
+// acknowledged every window/2 (cumulatively), and a frame with Infera-Last needs none. A head
+// may carry the body's first bytes and end the answer itself. Cancellation: a call closed before its end (the client left, the deadline)
 // publishes Infera-Cancel to the relay, which closes the engine's connection.
 //
 // Threading: calls run on the calling coroutine's executor; frames arrive on the NATS client's

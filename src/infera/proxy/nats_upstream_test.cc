@@ -32,13 +32,14 @@ class Recorder final : public Downstream {
     started_ = true;
     co_return ok_status();
   }
-  net::awaitable<Status> write(std::string_view bytes, bool) override {
+  net::awaitable<Status> write(std::string_view bytes, bool last) override {
     if (fail_after_ >= 0 && writes_ >= fail_after_) {
       gone_ = true;
       co_return unavailable("client gone");
     }
     ++writes_;
     body += bytes;
+    finished = finished || last;  // `last` ends the body in the same write
     co_return ok_status();
   }
   net::awaitable<Status> finish() override {
@@ -204,10 +205,32 @@ TEST_F(NatsUpstreamTest, FetchReadsAWholeAnswer) {
     const http::Endpoint to{"127.0.0.1", 30000};  // named: see awaitable.h on GCC 12
     co_return co_await up.fetch(to, std::move(r), Nanos::max());
   };
+  const nats::ClientStats before = router_bus_->stats();
   auto answer = *net::co_spawn(router_loop_->context(), call(), net::use_future).get();
   ASSERT_TRUE(answer.ok()) << answer.status().to_string();
   EXPECT_EQ(answer->status, 200);
   EXPECT_EQ(answer->body, "{\"data\":[{\"id\":\"m\"}]}");
+  // A whole answer is one message each way: the request, and a head that carries the body and
+  // ends it (Infera-Last); no acknowledgement is owed for it.
+  const nats::ClientStats after = router_bus_->stats();
+  EXPECT_EQ(after.msgs_out - before.msgs_out, 1u);
+  EXPECT_EQ(after.msgs_in - before.msgs_in, 1u);
+}
+
+TEST_F(NatsUpstreamTest, AStreamIsAcknowledgedEveryHalfWindow) {
+  http::Request r = request("/stream");
+  r.headers.push_back({"X-Events", "640"});
+  Recorder out;
+  const nats::ClientStats before = router_bus_->stats();
+  ForwardOutcome res = relay(std::move(r), out, NatsUpstreamOptions{});  // window 64
+  ASSERT_EQ(res.result, ForwardResult::kCompleted) << res.error.to_string();
+  EXPECT_EQ(out.body, sse_stream(640));
+  EXPECT_TRUE(out.finished);
+  const nats::ClientStats after = router_bus_->stats();
+  const uint64_t frames = after.msgs_in - before.msgs_in;
+  const uint64_t acks = after.msgs_out - before.msgs_out - 1;  // less the request
+  EXPECT_GE(frames, 2u);
+  EXPECT_LE(acks, frames / 32 + 1) << frames << " frames";
 }
 
 TEST_F(NatsUpstreamTest, ARequestBodyAboveMaxPayloadArrivesWhole) {

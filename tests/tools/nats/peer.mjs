@@ -95,14 +95,15 @@ for await (const m of frames) {
   const seq = Number(m.headers.get("Infera-Seq"));
   if (seq !== next++) fail("frame " + seq + " out of order");
   const kind = m.headers.get("Infera-Kind");
+  const last = m.headers.get("Infera-Last") === "1";  // a head or data frame that also ends it
   if (kind === "head") { status = Number(m.headers.get("Infera-Status")); control = m.headers.get("Infera-Control"); }
-  if (kind === "data") {
-    text += Buffer.from(m.data).toString("utf8");
+  if (kind === "head" || kind === "data") text += Buffer.from(m.data).toString("utf8");
+  if (kind === "data" && !last) {
     const ack = headers(); ack.set("Infera-Ack", String(seq));
     nc.publish(control, new Uint8Array(0), { headers: ack });
   }
   if (kind === "error") fail("error frame: " + m.headers.get("Infera-Error"));
-  if (kind === "end") break;
+  if (kind === "end" || last) break;
 }
 clearTimeout(deadline);
 if (status !== 200) fail("status " + status);
