@@ -607,6 +607,8 @@ void Client::set_state_callback(std::function<void(bool)> callback) {
 
 bool Client::connected() const { return impl_->is_connected.load(); }
 
+net::any_io_executor Client::executor() const { return impl_->ctx.get_executor(); }
+
 size_t Client::max_payload() const { return impl_->server_max_payload.load(); }
 
 ClientStats Client::stats() const {

@@ -38,6 +38,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/asio/any_io_executor.hpp>
+
 #include "infera/common/status.h"
 #include "infera/nats/url.h"
 
@@ -122,6 +124,9 @@ class Client {
   ClientStats stats() const;
   // The server connected to now (display form), or "".
   std::string server() const;
+  // The client's thread's executor: work that reacts to messages can run there, next to the
+  // handlers, without a hop to another thread. Like a handler, it must never block.
+  boost::asio::any_io_executor executor() const;
   // CPU time of the client's thread (reads, parsing, handlers, writes).
   std::chrono::nanoseconds thread_cpu_time() const;
 

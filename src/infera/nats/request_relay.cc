@@ -1,13 +1,13 @@
 #include "infera/nats/request_relay.h"
 
 #include <condition_variable>
+#include <future>
 #include <deque>
 #include <mutex>
 #include <set>
 #include <unordered_map>
 
 #include "infera/common/log.h"
-#include "infera/http/event_loop.h"
 #include "infera/http/net.h"
 #include "infera/nats/client.h"
 #include "infera/nats/request_wire.h"
@@ -53,29 +53,23 @@ struct RequestRelay::Impl : std::enable_shared_from_this<RequestRelay::Impl> {
 
   Client& bus;
   RequestRelayOptions options;
-  // Its connections live on the loop: made after it, destroyed before it (stop()).
+  // The calls run on the NATS client's thread (bus.executor()), where its handlers run: a
+  // request, its frames and its acknowledgements never hop between threads. Its connections
+  // live there too and are closed there (stop()).
   std::unique_ptr<http::Client> engine;
-  std::unique_ptr<http::EventLoop> loop;
+  net::any_io_executor ex;
+  bool started = false;
   uint64_t sid = 0;
   std::atomic<bool> stopping{false};
   std::atomic<bool> stopping_calls{false};  // stop() is cancelling the calls in progress
 
-  // The loop thread's:
+  // The client thread's:
   std::unordered_map<std::string, std::shared_ptr<Assembly>> assemblies;
   std::set<std::shared_ptr<Call>> calls;
 
   mutable std::mutex mu;
   std::condition_variable idle;  // notified as each call ends
   RequestRelayStats stats;  // guarded by mu
-
-  std::mutex loop_mu;  // guards `loop` against stop() for the NATS thread's posts
-  // Runs `fn` on the loop unless the relay is stopping (NATS handlers may still fire then).
-  template <typename Fn>
-  void post(Fn&& fn) {
-    std::lock_guard lock(loop_mu);
-    if (!loop || stopping.load()) return;
-    net::post(loop->context(), std::forward<Fn>(fn));
-  }
 
   void count(uint64_t RequestRelayStats::*field, uint64_t n = 1) {
     std::lock_guard lock(mu);
@@ -155,23 +149,20 @@ void RequestRelay::Impl::expire_assemblies() {
 }
 
 void RequestRelay::Impl::start_call(RequestHead head, std::string reply, std::string body) {
-  auto call = std::make_shared<Call>(loop->context().get_executor());
+  auto call = std::make_shared<Call>(ex);
   call->control = bus.make_inbox();
   std::weak_ptr<Call> weak = call;
-  net::io_context& ctx = loop->context();
-  bus.add_inbox(call->control, [weak, self = shared_from_this()](const Message& m) {
+  // On the client's thread, like the call itself: applied at once.
+  bus.add_inbox(call->control, [weak](const Message& m) {
     auto c = decode_control(m.headers);
-    if (!c.ok()) return;
-    self->post([weak, c = *c] {
-      auto live = weak.lock();
-      if (!live) return;
-      if (c.ack && static_cast<int64_t>(*c.ack) > live->acked) live->acked = static_cast<int64_t>(*c.ack);
-      if (c.cancel) {
-        live->cancelled = true;
-        live->stop.cancel();
-      }
-      live->credit.cancel();
-    });
+    auto live = weak.lock();
+    if (!c.ok() || !live) return;
+    if (c->ack && static_cast<int64_t>(*c->ack) > live->acked) live->acked = static_cast<int64_t>(*c->ack);
+    if (c->cancel) {
+      live->cancelled = true;
+      live->stop.cancel();
+    }
+    live->credit.cancel();
   });
   calls.insert(call);
   {
@@ -179,7 +170,7 @@ void RequestRelay::Impl::start_call(RequestHead head, std::string reply, std::st
     ++stats.requests;
     ++stats.active;
   }
-  net::co_spawn(ctx, serve(call, std::move(head), std::move(reply), std::move(body)), net::detached);
+  net::co_spawn(ex, serve(call, std::move(head), std::move(reply), std::move(body)), net::detached);
 }
 
 // Publishes `bytes` as data frames of at most `room` bytes, each once the window allows it;
@@ -315,16 +306,17 @@ RequestRelay::RequestRelay(Client& client, RequestRelayOptions options)
 RequestRelay::~RequestRelay() { stop(); }
 
 Status RequestRelay::start() {
-  if (impl_->loop) return failed_precondition("request relay already started");
+  if (impl_->started) return failed_precondition("request relay already started");
   if (impl_->options.worker_id.empty()) return invalid_argument("request relay: no worker id");
-  impl_->loop = std::make_unique<http::EventLoop>(1);
+  impl_->started = true;
+  impl_->ex = impl_->bus.executor();
   impl_->engine = std::make_unique<http::Client>(impl_->options.engine_client);
   auto impl = impl_;
   auto sid = impl_->bus.subscribe(
       requests_subject(impl_->options.ns, impl_->options.worker_id),
       [impl](const Message& m) {
-        Incoming in{std::string(m.reply), std::string(m.headers), std::string(m.payload)};
-        impl->post([impl, in = std::move(in)]() mutable { impl->on_message(std::move(in)); });
+        if (impl->stopping.load()) return;
+        impl->on_message(Incoming{std::string(m.reply), std::string(m.headers), std::string(m.payload)});
       },
       "relay");
   if (!sid.ok()) return sid.status();
@@ -338,13 +330,13 @@ Status RequestRelay::start() {
 }
 
 void RequestRelay::stop() {
-  if (!impl_->loop || impl_->stopping.load()) return;
+  if (!impl_->started || impl_->stopping.load()) return;
   impl_->bus.unsubscribe(impl_->sid);
-  // Stop every call on the loop (their engine connections close) and wait, bounded, for them
-  // to end; then no NATS handler posts any more, and the loop goes.
+  // Stop every call (their engine connections close) and wait, bounded, for them to end; then
+  // the engine's client goes, on the client's thread where its connections live.
   auto impl = impl_;
   impl->stopping_calls.store(true);
-  net::post(impl->loop->context(), [impl] {
+  net::post(impl->ex, [impl] {
     for (const auto& call : impl->calls) {
       call->cancelled = true;
       call->stop.cancel();
@@ -355,15 +347,15 @@ void RequestRelay::stop() {
     std::unique_lock lock(impl->mu);
     impl->idle.wait_for(lock, std::chrono::seconds(2), [&] { return impl->stats.active == 0; });
   }
-  std::unique_ptr<http::EventLoop> loop;
-  {
-    std::lock_guard lock(impl->loop_mu);
-    impl->stopping.store(true);
-    loop = std::move(impl->loop);
-  }
-  loop->stop();           // joins its thread; calls still pending are abandoned
-  impl->engine.reset();   // its connections, while their io_context still exists
-  loop.reset();
+  impl->stopping.store(true);
+  auto closed = std::make_shared<std::promise<void>>();
+  std::future<void> done = closed->get_future();
+  net::post(impl->ex, [impl, closed] {
+    impl->engine.reset();
+    closed->set_value();
+  });
+  // A client already closed runs nothing more: its pool then goes with the relay.
+  (void)done.wait_for(std::chrono::seconds(2));
 }
 
 RequestRelayStats RequestRelay::stats() const {

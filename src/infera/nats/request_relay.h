@@ -6,13 +6,15 @@
 // router's window of data frames unacknowledged) and cancellation both ways (the router's
 // Infera-Cancel closes the engine's connection; an engine failure is an error frame).
 //
-// Threading: its own one-thread event loop runs every call (the NATS client's thread only
-// copies a message and posts it there), so a slow engine or a router that stopped reading never
-// stalls the NATS connection. Every wait has a deadline: the engine's (http::ClientOptions), a
+// Threading: every call runs on the NATS client's thread (Client::executor()), where the
+// request and its acknowledgements arrive: no hop between threads per message (measured in
+// docs/benchmarks.md, "Requests over NATS"). Nothing there blocks: the engine's HTTP exchange
+// and the waits for credit are asynchronous, so a slow engine or a router that stopped reading
+// never stalls the NATS connection. Every wait has a deadline: the engine's (http::ClientOptions), a
 // body's parts (part_timeout) and the router's credit (credit_timeout, after which the engine
 // call is cancelled). Malformed requests are answered with an error frame when they name a
-// reply subject, and counted. start()/stop() from the owner's thread; stats() from any. The
-// nats::Client is the caller's and outlives the relay.
+// reply subject, and counted. start()/stop() from the owner's thread (never the client's);
+// stats() from any. The nats::Client is the caller's and outlives the relay.
 #pragma once
 
 #include <atomic>
