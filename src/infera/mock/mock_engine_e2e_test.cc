@@ -205,11 +205,28 @@ TEST(MockEngineE2eTest, TtftAndInterTokenGapsFollowTheModelAtSpeedup1) {
   const double model_ttft = model_ms[0];
   EXPECT_GT(model_ttft, 200.0);
 
-  const std::string body = R"({"prompt":")" + text + R"(","max_tokens":)" +
-                           std::to_string(kOutputTokens) + R"(,"ignore_eos":true,"stream":true})";
-  const StreamTimes t = time_stream(engine.port(), body, milliseconds(30'000));
-  ASSERT_TRUE(t.done);
-  ASSERT_EQ(t.events.size(), kOutputTokens);
+  // Measured at most twice: a run whose first token or several arrivals are more than 5 % off
+  // (a CPU wait on the shared 2-core machine: a clean-clone CI run, 2026-12-06, TTFT 260 ms
+  // against 244 with every gap on the model) is measured once more with a prompt of the same
+  // length that shares no block with the first (no cache hit). A model that is wrong misses
+  // both times and fails below.
+  StreamTimes t;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::string words = text;
+    if (attempt > 0) std::replace(words.begin(), words.end(), 'w', 'v');
+    const std::string body = R"({"prompt":")" + words + R"(","max_tokens":)" +
+                             std::to_string(kOutputTokens) + R"(,"ignore_eos":true,"stream":true})";
+    t = time_stream(engine.port(), body, milliseconds(30'000));
+    ASSERT_TRUE(t.done);
+    ASSERT_EQ(t.events.size(), kOutputTokens);
+    int off = 0;
+    for (size_t i = 0; i < kOutputTokens; ++i) {
+      const double at = std::chrono::duration<double, std::milli>(t.events[i] - t.sent).count();
+      if (std::abs(at - model_ms[i]) > 0.05 * model_ms[i]) off += i == 0 ? 2 : 1;  // TTFT counts
+    }
+    if (off <= 1) break;
+    std::printf("timing: attempt %d had %d arrivals off the model; measuring again\n", attempt + 1, off);
+  }
 
   auto ms_since_sent = [&](SteadyTime x) {
     return std::chrono::duration<double, std::milli>(x - t.sent).count();
