@@ -235,6 +235,25 @@ void NatsEventSource::run() {
   }
 }
 
+std::shared_ptr<NatsEventSource::Entry> NatsEventSource::entry_of(kv::WorkerId worker) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [t, e] : by_token_) {
+    if (e->info.worker == worker) return e;
+  }
+  return nullptr;
+}
+
+std::optional<StreamSnapshot> NatsEventSource::snapshot(kv::WorkerId worker) const {
+  const std::shared_ptr<Entry> e = entry_of(worker);
+  if (!e) return std::nullopt;
+  return e->stream->snapshot();
+}
+
+bool NatsEventSource::seed(kv::WorkerId worker, const StreamSnapshot& snapshot) {
+  const std::shared_ptr<Entry> e = entry_of(worker);
+  return e && e->stream->seed(snapshot);
+}
+
 std::optional<StreamStats> NatsEventSource::stats(kv::WorkerId worker) const {
   std::lock_guard lock(mu_);
   for (const auto& [t, e] : by_token_) {

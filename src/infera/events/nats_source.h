@@ -84,6 +84,12 @@ class NatsEventSource {
 
   std::optional<StreamStats> stats(kv::WorkerId worker) const;
   std::optional<SubscriberState> state(kv::WorkerId worker) const;
+  // Warm start (WorkerStream::snapshot/seed) of an added worker's stream: its mirror with the
+  // positions it reflects (none for a worker not added), and the start from a sibling's copy,
+  // right after add_worker() (false once a message arrived). Any thread; the source's lock is
+  // not held while the mirror is copied.
+  std::optional<StreamSnapshot> snapshot(kv::WorkerId worker) const;
+  bool seed(kv::WorkerId worker, const StreamSnapshot& snapshot);
   NatsSourceStats source_stats() const;
   // CPU time of the stream thread (decode, sequence tracking, apply).
   Nanos thread_cpu_time() const { return infera::thread_cpu_time(thread_); }
@@ -96,6 +102,7 @@ class NatsEventSource {
   };
   void run();
   void handle(const Item& item);
+  std::shared_ptr<Entry> entry_of(kv::WorkerId worker) const;
 
   kv::KvIndex& index_;
   nats::Client& client_;

@@ -57,6 +57,8 @@ WorkerStream::WorkerStream(kv::KvIndex& index, StreamOptions options, ReplaySour
 }
 
 void WorkerStream::on_message(std::span<const uint8_t> seq_frame, std::span<const uint8_t> payload) {
+  std::lock_guard step_lock(step_mu_);
+  received_ = true;
   if (seq_frame.size() != 8 && seq_frame.size() != 24) {
     count_error(MessageError::kSequenceFrame);
     return;
@@ -163,6 +165,7 @@ void WorkerStream::count_error(MessageError error) {
 }
 
 void WorkerStream::on_disconnected(int64_t dp_rank) {
+  std::lock_guard step_lock(step_mu_);
   for (Rank& r : ranks_) {
     // Keep the first proof: messages of the old connection still queued may move `last` on.
     if (r.dp_rank != dp_rank || !r.seen || r.verify) continue;
@@ -173,6 +176,7 @@ void WorkerStream::on_disconnected(int64_t dp_rank) {
 }
 
 void WorkerStream::on_reconnected(int64_t dp_rank) {
+  std::lock_guard step_lock(step_mu_);
   Rank* rank = nullptr;
   for (Rank& r : ranks_) {
     if (r.dp_rank == dp_rank && r.verify) rank = &r;
@@ -227,6 +231,7 @@ WorkerStream::Incarnation WorkerStream::check_incarnation(Rank& rank) {
 }
 
 void WorkerStream::catch_up() {
+  std::lock_guard step_lock(step_mu_);
   if (state() == SubscriberState::kStale) return;  // nothing but a clean slate helps
   for (Rank& r : ranks_) {
     if (!r.seen) continue;
@@ -249,6 +254,55 @@ void WorkerStream::catch_up() {
 }
 
 void WorkerStream::set_stopped() { set_state(SubscriberState::kStopped); }
+
+StreamSnapshot WorkerStream::snapshot() const {
+  std::lock_guard step_lock(step_mu_);
+  StreamSnapshot out;
+  bool verifying = false;
+  for (const Rank& r : ranks_) {
+    verifying = verifying || r.verify;
+    if (r.seen) out.ranks.push_back(RankPosition{r.dp_rank, r.last, r.has_id, r.publisher_id});
+  }
+  // A copy of an unverified incarnation could not tell a new engine life whose sequence looks
+  // like a continuation (see on_reconnected()): not copied, like a stale mirror.
+  out.stale = state() != SubscriberState::kLive || interrupted_ || verifying ||
+              index_.is_stale(options_.worker);
+  if (!out.stale) out.dump = index_.export_worker(options_.worker);
+  return out;
+}
+
+bool WorkerStream::seed(const StreamSnapshot& snapshot) {
+  std::lock_guard step_lock(step_mu_);
+  if (received_ || snapshot.stale || snapshot.ranks.size() > options_.max_ranks) return false;
+  for (size_t i = 0; i < snapshot.ranks.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (snapshot.ranks[i].dp_rank == snapshot.ranks[j].dp_rank) return false;
+    }
+  }
+  if (!index_.import_worker(options_.worker, snapshot.dump)) return false;
+  applier_.reset();
+  ranks_.clear();
+  for (const RankPosition& p : snapshot.ranks) {
+    Rank r{p.dp_rank};
+    r.seen = true;
+    r.last = p.last;
+    r.has_id = p.has_id;
+    r.publisher_id = p.publisher_id;
+    ranks_.push_back(std::move(r));
+  }
+  last_rank_ = snapshot.ranks.empty() ? 0 : snapshot.ranks.front().dp_rank;
+  {
+    std::lock_guard lock(mu_);
+    stats_.sequences.clear();
+    for (const RankPosition& p : snapshot.ranks) stats_.sequences.push_back({p.dp_rank, p.last});
+  }
+  INFERA_LOG(kInfo, "events")
+      .msg("KV mirror seeded from a sibling's snapshot")
+      .kv("worker", options_.worker_name)
+      .kv("blocks", snapshot.dump.size())
+      .kv("ranks", snapshot.ranks.size());
+  return true;
+}
 
 StreamStats WorkerStream::stats() const {
   std::lock_guard lock(mu_);
@@ -303,6 +357,7 @@ WorkerStream::FillResult WorkerStream::fill(Rank& rank, uint64_t from, uint64_t 
   result.next = next;
   result.complete = status.ok() && !hole && next == until;
   result.cancelled = status.code() == StatusCode::kCancelled;
+  if (result.cancelled) interrupted_ = true;  // callers leave the positions where they were
   {
     std::lock_guard lock(mu_);
     stats_.replayed_batches += result.applied;

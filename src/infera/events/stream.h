@@ -29,10 +29,19 @@
 // AllBlocksCleared of one rank resets the whole worker (the other ranks then catch up from their
 // replay buffers). Give each rank its own worker id to keep them apart.
 //
-// Threading: on_message() and count_error() from one thread at a time (the socket thread);
-// stats() and state() from any thread. A replay blocks that thread only, never readers.
+// Warm start: snapshot() copies the worker's mirror with the rank positions it reflects, and
+// seed() starts another router replica's stream from such a copy (replica/snapshot.h), which
+// then repairs what followed by replay from each rank's `last`, as it repairs any gap.
+//
+// Threading: on_message(), on_disconnected(), on_reconnected(), catch_up() and count_error()
+// from one thread at a time (the socket thread); stats(), state(), snapshot() and seed() from
+// any thread. A replay blocks that thread only, never readers of the index. on_message(),
+// on_disconnected(), on_reconnected() and catch_up() each hold step_mu_ for all their work
+// (replays included), so a snapshot falls between two of them; the lock is uncontended except
+// while a snapshot or a seed runs.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -57,6 +66,26 @@ class ReplaySource {
   // Calls `sink` for each batch the publisher of `dp_rank` still holds from `from_seq` on, in
   // the order it sends them, until its end marker. An error when the request fails or times out.
   virtual Status replay(int64_t dp_rank, uint64_t from_seq, const Sink& sink) = 0;
+};
+
+// Where one data-parallel rank's stream stands: the last sequence applied, and the publisher id
+// of its 24-byte sequence frames when it sends them.
+struct RankPosition {
+  int64_t dp_rank = 0;
+  uint64_t last = 0;
+  bool has_id = false;
+  std::array<uint8_t, 16> publisher_id{};
+};
+
+// A worker's mirror and the rank positions it reflects, taken at one point of its stream.
+struct StreamSnapshot {
+  // Ranks seen; a rank due to join again (after another rank's restart) is left out, so a
+  // stream seeded from this catches it up from seq 0 as the original will.
+  std::vector<RankPosition> ranks;
+  // The mirror is not to be copied (stale, stopped, interrupted by a stop, or waiting to verify
+  // a reconnected publisher); `dump` is then empty.
+  bool stale = false;
+  kv::WorkerDump dump;
 };
 
 struct StreamOptions {
@@ -91,6 +120,18 @@ class WorkerStream {
   void catch_up();
   // Marks the stream stopped (stats keep their values).
   void set_stopped();
+
+  // The worker's mirror and rank positions between two of the socket thread's calls. Any
+  // thread; waits for the call in progress (a replay included) and holds the socket thread
+  // back while the index is exported (milliseconds for 100 k blocks).
+  StreamSnapshot snapshot() const;
+  // Starts from a sibling's snapshot instead of an empty mirror: imports its dump (replacing
+  // the worker's mirror) and takes each rank as seen up to `last` with its publisher id, so a
+  // rank's next live message with seq > last + 1 replays [last + 1, seq), seq == last + 1
+  // applies directly, and seq <= last or another publisher id is a restart. Only before the
+  // first message; false, changing nothing, after it, for a stale snapshot, or for more ranks
+  // than max_ranks or a rank listed twice. Any thread.
+  bool seed(const StreamSnapshot& snapshot);
 
   StreamStats stats() const;
   SubscriberState state() const { return state_.load(std::memory_order_acquire); }
@@ -135,12 +176,18 @@ class WorkerStream {
   kv::KvIndex& index_;
   StreamOptions options_;
   ReplaySource* replay_;
+
+  // Held by each socket-thread call but count_error(), by snapshot() and by seed(); guards the
+  // members below down to state_. Taken before mu_ and the index's locks.
+  mutable std::mutex step_mu_;
   EventApplier applier_;
   std::vector<Rank> ranks_;
   int64_t last_rank_ = 0;  // rank of the last decoded batch: where undecodable messages count
   EventBatch scratch_;      // live decode target, reused
   EventBatch replay_scratch_;
   DecodeScratch spares_;    // event buffers between batches
+  bool received_ = false;   // a live message arrived: too late to seed
+  bool interrupted_ = false;  // a replay was cancelled half-way: positions may lag the mirror
   std::atomic<SubscriberState> state_{SubscriberState::kLive};
 
   mutable std::mutex mu_;

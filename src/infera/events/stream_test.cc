@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <deque>
 #include <map>
+#include <thread>
 
 #include "infera/events/encoder.h"
 #include "infera/events/msgpack.h"
@@ -403,6 +406,201 @@ TEST_F(WorkerStreamTest, TooManyRanksAreRejected) {
     deliver(s, e.publish({AllBlocksCleared{}}));
   }
   EXPECT_EQ(s.stats().message_errors[static_cast<size_t>(MessageError::kTooManyRanks)], 1u);
+}
+
+// --- snapshot() / seed(): a booting router replica starts from a sibling's mirror ---
+
+class SeededStreamTest : public WorkerStreamTest {
+ protected:
+  SeededStreamTest() : fresh_(kv::KvIndex::Options{kBs, 64}) {}
+
+  std::unique_ptr<WorkerStream> make_fresh(ReplaySource* replay) {
+    StreamOptions o;
+    o.worker = kWorker;
+    o.worker_name = "127.0.0.1:30000";
+    return std::make_unique<WorkerStream>(fresh_, o, replay);
+  }
+
+  // Both indexes hold the same blocks for the worker and answer `tokens` alike.
+  ::testing::AssertionResult same_mirror(const std::vector<uint32_t>& tokens) {
+    std::vector<uint32_t> a, b;
+    index_.find_overlaps(kv::seq_hashes(tokens, kBs), a);
+    fresh_.find_overlaps(kv::seq_hashes(tokens, kBs), b);
+    const uint64_t ca = index_.block_count(kWorker), cb = fresh_.block_count(kWorker);
+    if (a.at(kWorker) == b.at(kWorker) && ca == cb) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "hits " << a.at(kWorker) << " vs " << b.at(kWorker)
+                                         << ", blocks " << ca << " vs " << cb;
+  }
+
+  kv::KvIndex fresh_;  // the booting replica's index
+};
+
+TEST_F(SeededStreamTest, SeededStreamRepairsTheGapByReplayFromTheSnapshotsLastSequence) {
+  FakeEngine engine(0, /*buffer=*/3);  // after seq 12 it holds 10..12 only
+  auto s = make(&engine);
+  for (int i = 0; i < 10; ++i) deliver(*s, engine.step_store());  // seq 0..9
+  const StreamSnapshot snap = s->snapshot();
+  ASSERT_FALSE(snap.stale);
+  ASSERT_EQ(snap.ranks.size(), 1u);
+  EXPECT_EQ(snap.ranks[0].last, 9u);
+  EXPECT_EQ(snap.dump.gpu.size(), 10u);
+  // 10..11: the new replica misses them.
+  for (int i = 0; i < 2; ++i) deliver(*s, engine.step_store());
+  const auto live = engine.step_store();  // 12
+  deliver(*s, live);
+
+  auto seeded = make_fresh(&engine);
+  ASSERT_TRUE(seeded->seed(snap));
+  deliver(*seeded, live);
+  EXPECT_TRUE(same_mirror(engine.cached_tokens()));
+  EXPECT_EQ(fresh_.block_count(kWorker), 13u);
+  const StreamStats st = seeded->stats();
+  EXPECT_EQ(st.gaps, 1u);
+  EXPECT_EQ(st.replayed_batches, 2u);  // 10..11, not from seq 0
+  EXPECT_EQ(st.restarts, 0u);
+  EXPECT_EQ(st.last_seq(0), 12u);
+  EXPECT_EQ(st.state, SubscriberState::kLive);
+}
+
+TEST_F(SeededStreamTest, NextSequenceAfterSeedingAppliesWithoutReplay) {
+  FakeEngine engine;
+  auto s = make(&engine);
+  for (int i = 0; i < 4; ++i) deliver(*s, engine.step_store());
+  auto seeded = make_fresh(&engine);
+  ASSERT_TRUE(seeded->seed(s->snapshot()));
+  EXPECT_EQ(seeded->stats().last_seq(0), 3u);
+  const auto next = engine.step_store();
+  deliver(*s, next);
+  deliver(*seeded, next);
+  EXPECT_TRUE(same_mirror(engine.cached_tokens()));
+  EXPECT_EQ(fresh_.block_count(kWorker), 5u);
+  EXPECT_EQ(engine.replay_calls, 0);
+  EXPECT_EQ(seeded->stats().gaps, 0u);
+}
+
+TEST_F(SeededStreamTest, SequenceAtOrBelowTheSnapshotsLastIsARestart) {
+  FakeEngine first;
+  auto s = make(&first);
+  for (int i = 0; i < 8; ++i) deliver(*s, first.step_store());  // seq 0..7
+  const StreamSnapshot snap = s->snapshot();
+  FakeEngine second;  // the engine restarted before the new replica subscribed
+  for (int i = 0; i < 3; ++i) second.step_store();
+  auto seeded = make_fresh(&second);
+  ASSERT_TRUE(seeded->seed(snap));
+  ASSERT_EQ(fresh_.block_count(kWorker), 8u);
+  deliver(*seeded, second.step_store());  // seq 3 <= 7: the old life's blocks go
+  EXPECT_EQ(seeded->stats().restarts, 1u);
+  EXPECT_EQ(fresh_.block_count(kWorker), second.cached_blocks());
+  std::vector<uint32_t> out;
+  fresh_.find_overlaps(kv::seq_hashes(second.cached_tokens(), kBs), out);
+  EXPECT_EQ(out.at(kWorker), 4u);  // seq 0..2 caught up by replay, 3 live
+}
+
+TEST_F(SeededStreamTest, AnotherPublisherIdAfterSeedingIsARestart) {
+  SwitchReplay sw;
+  FakeEngine engine;
+  sw.current = &engine;
+  auto s = make(&sw);
+  auto send24 = [](WorkerStream& to, const std::pair<uint64_t, std::string>& msg, char id) {
+    const std::string frame = be64(msg.first) + std::string(16, id);
+    to.on_message(byte_span(frame), byte_span(msg.second));
+  };
+  for (int i = 0; i < 3; ++i) send24(*s, engine.step_store(), 'a');
+  const StreamSnapshot snap = s->snapshot();
+  ASSERT_EQ(snap.ranks.size(), 1u);
+  EXPECT_TRUE(snap.ranks[0].has_id);
+  EXPECT_EQ(snap.ranks[0].publisher_id[0], 'a');
+  FakeEngine other;  // a new life that got as far: seq 3 == last + 1, but another id
+  for (int i = 0; i < 3; ++i) other.step_store();
+  sw.current = &other;
+  auto seeded = make_fresh(&sw);
+  ASSERT_TRUE(seeded->seed(snap));
+  send24(*seeded, other.step_store(), 'b');
+  EXPECT_EQ(seeded->stats().restarts, 1u);
+  std::vector<uint32_t> out;
+  fresh_.find_overlaps(kv::seq_hashes(other.cached_tokens(), kBs), out);
+  EXPECT_EQ(out.at(kWorker), other.cached_blocks());
+  EXPECT_EQ(fresh_.block_count(kWorker), other.cached_blocks());
+}
+
+TEST_F(SeededStreamTest, SeedingAfterAMessageIsRefusedAndChangesNothing) {
+  FakeEngine engine;
+  auto s = make(&engine);
+  for (int i = 0; i < 3; ++i) deliver(*s, engine.step_store());
+  const StreamSnapshot snap = s->snapshot();
+  FakeEngine own;
+  auto late = make_fresh(&own);
+  deliver(*late, own.publish({AllBlocksCleared{}}));
+  EXPECT_FALSE(late->seed(snap));
+  EXPECT_EQ(fresh_.block_count(kWorker), 0u);
+  EXPECT_EQ(late->stats().last_seq(0), 0u);
+}
+
+TEST_F(SeededStreamTest, StaleSnapshotIsNotSeededAndTheStreamJoinsFromZero) {
+  FakeEngine engine;
+  auto s = make(nullptr);  // no replay endpoint: the gap makes the mirror stale
+  deliver(*s, engine.step_store());
+  engine.step_store();
+  deliver(*s, engine.step_store());
+  ASSERT_EQ(s->state(), SubscriberState::kStale);
+  const StreamSnapshot snap = s->snapshot();
+  EXPECT_TRUE(snap.stale);
+  EXPECT_EQ(snap.dump.size(), 0u);
+
+  auto joined = make_fresh(&engine);
+  EXPECT_FALSE(joined->seed(snap));
+  deliver(*joined, engine.step_store());  // seq 3: catches up 0..2 through replay, as today
+  EXPECT_EQ(joined->stats().replayed_batches, 3u);
+  EXPECT_EQ(fresh_.block_count(kWorker), 4u);
+  EXPECT_EQ(joined->state(), SubscriberState::kLive);
+}
+
+TEST_F(SeededStreamTest, SnapshotWhileAnotherThreadFeedsIsConsistent) {
+  // The feeder applies seq 0..N-1, one block each (blocks 1000 + seq), while this thread takes
+  // snapshots: whatever the interleaving, a snapshot's dump holds exactly the blocks of the
+  // batches up to its rank's `last`.
+  FakeEngine engine;
+  constexpr int kMessages = 2000;
+  std::vector<std::pair<uint64_t, std::string>> msgs;
+  for (int i = 0; i < kMessages; ++i) msgs.push_back(engine.step_store());
+  auto s = make(&engine);
+  std::atomic<bool> done{false};
+  std::thread feeder([&] {
+    for (const auto& m : msgs) deliver(*s, m);
+    done.store(true, std::memory_order_release);
+  });
+  std::vector<StreamSnapshot> taken;
+  auto check = [&](const StreamSnapshot& snap) {
+    ASSERT_FALSE(snap.stale);
+    if (snap.ranks.empty()) {
+      ASSERT_EQ(snap.dump.size(), 0u);
+      return;
+    }
+    ASSERT_EQ(snap.ranks.size(), 1u);
+    const uint64_t last = snap.ranks[0].last;
+    ASSERT_EQ(snap.dump.gpu.size(), last + 1);
+    std::vector<uint64_t> engines;
+    for (const auto& e : snap.dump.gpu) engines.push_back(e.engine);
+    std::sort(engines.begin(), engines.end());
+    for (uint64_t i = 0; i <= last; ++i) ASSERT_EQ(engines[i], 1000 + i);
+  };
+  while (!done.load(std::memory_order_acquire)) {
+    taken.push_back(s->snapshot());
+    check(taken.back());
+    if (HasFatalFailure()) break;
+  }
+  feeder.join();
+  taken.push_back(s->snapshot());
+  check(taken.back());
+  EXPECT_EQ(taken.back().ranks.at(0).last, static_cast<uint64_t>(kMessages - 1));
+  // A replica seeded from any of them, fed what followed live, ends where the original is.
+  const StreamSnapshot& mid = taken[taken.size() / 2];
+  auto seeded = make_fresh(&engine);
+  ASSERT_TRUE(seeded->seed(mid));
+  const uint64_t from = mid.ranks.empty() ? 0 : mid.ranks[0].last + 1;
+  for (uint64_t seq = from; seq < msgs.size(); ++seq) deliver(*seeded, msgs[seq]);
+  EXPECT_TRUE(same_mirror(engine.cached_tokens()));
+  EXPECT_EQ(seeded->stats().gaps, 0u);
 }
 
 }  // namespace

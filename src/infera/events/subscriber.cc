@@ -198,6 +198,15 @@ SubscriberState KvEventSubscriber::state() const {
   return stream_ ? stream_->state() : SubscriberState::kStopped;
 }
 
+std::optional<StreamSnapshot> KvEventSubscriber::snapshot() const {
+  if (!stream_) return std::nullopt;
+  return stream_->snapshot();
+}
+
+bool KvEventSubscriber::seed(const StreamSnapshot& snapshot) {
+  return stream_ && stream_->seed(snapshot);
+}
+
 // ---------------------------------------------------------------- KvEventListener
 
 struct KvEventListener::Entry {

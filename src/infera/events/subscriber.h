@@ -69,6 +69,11 @@ class KvEventSubscriber {
 
   StreamStats stats() const;
   SubscriberState state() const;
+  // Warm start (WorkerStream::snapshot/seed): the worker's mirror with the positions it reflects
+  // (none before start()), and the start from a sibling's copy, right after start() (false once
+  // a message arrived: the stream then catches up through replay as usual). Any thread.
+  std::optional<StreamSnapshot> snapshot() const;
+  bool seed(const StreamSnapshot& snapshot);
   const SubscriberConfig& config() const { return config_; }
   // CPU time the socket thread has used (receive, decode, apply); 0 when it is not running.
   // Divided by the blocks applied it is the subscriber's cost per block whatever else runs on

@@ -118,27 +118,29 @@ LoadTicket ActiveLoad::add(WorkerId id, std::span<const uint64_t> seq_hashes,
   return LoadTicket{id, serial};
 }
 
-void ActiveLoad::prefill_done(LoadTicket ticket) {
-  if (!ticket) return;
+bool ActiveLoad::prefill_done(LoadTicket ticket) {
+  if (!ticket) return false;
   Worker& w = worker(ticket.worker);
   std::lock_guard lock(w.mu);
   auto it = w.live.find(ticket.serial);
-  if (it == w.live.end() || !it->second.prefill) return;
+  if (it == w.live.end() || !it->second.prefill) return false;
   w.leave(it->second);
   it->second.prefill = false;
   w.enter(it->second);
   w.publish();
+  return true;
 }
 
-void ActiveLoad::release(LoadTicket ticket) {
-  if (!ticket) return;
+bool ActiveLoad::release(LoadTicket ticket) {
+  if (!ticket) return false;
   Worker& w = worker(ticket.worker);
   std::lock_guard lock(w.mu);
   auto it = w.live.find(ticket.serial);
-  if (it == w.live.end()) return;
+  if (it == w.live.end()) return false;
   w.drop(it->second);
   w.live.erase(it);
   w.publish();
+  return true;
 }
 
 size_t ActiveLoad::expire() {

@@ -59,10 +59,11 @@ class ActiveLoad {
   LoadTicket add(WorkerId worker, std::span<const uint64_t> seq_hashes,
                  uint32_t uncached_blocks = UINT32_MAX);
   // The request's first token came back: its prefill is done, it decodes from now on. Only the
-  // first call counts; after release or expiry it does nothing.
-  void prefill_done(LoadTicket ticket);
-  // Releases a request's blocks. Releasing twice, or after expiry, does nothing.
-  void release(LoadTicket ticket);
+  // first call counts; after release or expiry it does nothing. True when it counted.
+  bool prefill_done(LoadTicket ticket);
+  // Releases a request's blocks. Releasing twice, or after expiry, does nothing. True when it
+  // released.
+  bool release(LoadTicket ticket);
   // Expires requests older than max_age on every worker; returns how many expired.
   size_t expire();
   // Drops everything registered on a worker (it left the fleet).

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <utility>
 
 #include "infera/common/check.h"
 #include "infera/common/flat_map.h"
@@ -144,6 +145,40 @@ void store_lower(LowerTier& tier, std::span<const uint64_t> engine_hashes, const
     }
     *entry = LowerEntry{router, 1, true};
     ++*tier.by_router.try_emplace(router, 0).first;
+  }
+}
+
+// A count from a dump plus more of it, saturating: a dump may come from untrusted bytes.
+uint32_t add_count(uint32_t a, uint32_t b) {
+  return a > UINT32_MAX - b ? UINT32_MAX : a + b;
+}
+
+// An imported worker's GPU tables, all but its aliases, which need the group's holders (and lock).
+void build_gpu(WorkerState& w, std::span<const WorkerDump::GpuEntry> entries) {
+  for (const WorkerDump::GpuEntry& e : entries) {
+    const uint32_t copies = std::max<uint32_t>(e.copies, 1);
+    const bool inserted = w.gpu.try_emplace(e.engine, e.router).second;
+    // Removes still owed beyond the first: the record's extra copies, or all of them when the
+    // engine hash was listed already (its first router hash stays).
+    const uint32_t extra = inserted ? copies - 1 : copies;
+    if (extra == 0) continue;
+    uint32_t& dups = *w.gpu_dups.try_emplace(e.engine, 0).first;
+    dups = add_count(dups, extra);
+  }
+}
+
+// An imported worker's lower tier, as the stores that built it would have left it.
+void build_lower(LowerTier& tier, std::span<const WorkerDump::LowerEntry> entries) {
+  tier.by_engine.reserve(entries.size());
+  for (const WorkerDump::LowerEntry& e : entries) {
+    const uint32_t refs = std::max<uint32_t>(e.refs, 1);
+    auto [entry, inserted] = tier.by_engine.try_emplace(e.engine);
+    if (!inserted) {
+      entry->refs = add_count(entry->refs, refs);
+      continue;
+    }
+    *entry = LowerEntry{e.known ? e.router : 0, refs, e.known};
+    if (e.known) ++*tier.by_router.try_emplace(e.router, 0).first;
   }
 }
 
@@ -295,6 +330,57 @@ void KvIndex::reset_worker(WorkerId worker) {
   w.clear_all();
   lock.unlock();
   if (options_.predicted) options_.predicted->clear_worker(worker);
+}
+
+WorkerDump KvIndex::export_worker(WorkerId worker) const {
+  WorkerDump dump;
+  if (worker >= options_.max_workers) return dump;
+  const Group& g = group_of(worker);
+  std::shared_lock lock(g.lock);
+  if ((g.present & bit_of(worker)) == 0) return dump;
+  const WorkerState& w = g.workers[worker % kGroupSize];
+  dump.gpu.reserve(w.gpu.size());
+  const bool has_dups = !w.gpu_dups.empty();  // rare: skip the lookups when there are none
+  w.gpu.for_each([&](uint64_t engine, uint64_t router) {
+    const uint32_t* dups = has_dups ? w.gpu_dups.find(engine) : nullptr;
+    dump.gpu.push_back({engine, router, dups ? add_count(*dups, 1) : 1});
+  });
+  for (size_t t = 0; t < w.lower.size(); ++t) {
+    std::vector<WorkerDump::LowerEntry>& out = dump.lower[t];
+    out.reserve(w.lower[t].by_engine.size());
+    w.lower[t].by_engine.for_each([&](uint64_t engine, const LowerEntry& e) {
+      out.push_back({engine, e.router, e.refs, e.known});
+    });
+  }
+  return dump;
+}
+
+bool KvIndex::import_worker(WorkerId worker, const WorkerDump& dump) {
+  if (worker >= options_.max_workers) return false;
+  WorkerState fresh;
+  build_gpu(fresh, dump.gpu);
+  for (size_t t = 0; t < fresh.lower.size(); ++t) build_lower(fresh.lower[t], dump.lower[t]);
+
+  Group& g = group_of(worker);
+  const uint64_t bit = bit_of(worker);
+  std::unique_lock lock(g.lock);
+  if ((g.present & bit) == 0) return false;
+  WorkerState& w = g.workers[worker % kGroupSize];
+  g.clear_gpu(w, bit);
+  std::swap(w, fresh);  // the old lower tiers are freed after the lock, with `fresh`
+  // As store_gpu does: the first name of a router hash sets the worker's bit (clear_gpu left
+  // none set), later names are aliases.
+  w.gpu.for_each([&](uint64_t, uint64_t router) {
+    uint64_t& bits = *g.holders.try_emplace(router, 0).first;
+    if (bits & bit) {
+      ++*w.gpu_aliases.try_emplace(router, 0).first;
+    } else {
+      bits |= bit;
+    }
+  });
+  lock.unlock();
+  if (options_.predicted) options_.predicted->clear_worker(worker);
+  return true;
 }
 
 void KvIndex::set_stale(WorkerId worker, bool stale) {

@@ -66,6 +66,29 @@ enum class ApplyResult : uint8_t {
 inline constexpr size_t kNumApplyResults = 6;
 std::string_view apply_result_name(ApplyResult result);
 
+// Everything the index keeps for one worker, as plain records: what a booting router replica
+// copies from a sibling (replica/snapshot.h). Records are in no particular order. Extra names
+// of one router hash (aliases) are not stored: they follow from two GPU records with different
+// engine hashes and the same router hash.
+struct WorkerDump {
+  struct GpuEntry {
+    uint64_t engine = 0;
+    uint64_t router = 0;
+    uint32_t copies = 1;  // 1 + the extra stores of this engine hash, each needing a remove
+  };
+  struct LowerEntry {
+    uint64_t engine = 0;
+    uint64_t router = 0;  // meaningful only when `known`
+    uint32_t refs = 1;    // stores of this engine hash not yet removed
+    bool known = false;   // false: residency only (a tokenless store of a hash not on GPU)
+  };
+  std::vector<GpuEntry> gpu;
+  std::array<std::vector<LowerEntry>, kNumMedia - 1> lower;  // [0] CPU, [1] disk (Medium - 1)
+
+  // Records of every tier.
+  size_t size() const { return gpu.size() + lower[0].size() + lower[1].size(); }
+};
+
 struct IndexCounters {
   std::array<uint64_t, kNumApplyResults> events{};  // by ApplyResult
   uint64_t blocks_stored = 0;
@@ -100,6 +123,17 @@ class KvIndex {
   // Drops every tier of the worker's mirror (engine restart) and its predicted entries,
   // keeping the worker.
   void reset_worker(WorkerId worker);
+  // The worker's whole mirror (every tier), taken under its group's shared lock; empty when
+  // the worker was not added. Queries go on meanwhile; events of that group wait.
+  WorkerDump export_worker(WorkerId worker) const;
+  // Replaces the worker's whole mirror (every tier) with `dump`, leaving holders, duplicates
+  // and aliases exactly as the events that built it would have, and drops the worker's
+  // predicted entries (as reset_worker does). The tables are built before the group's
+  // exclusive lock is taken; under it, the old GPU residency is dropped and the new one
+  // published. Counters and the stale flag are unchanged. An engine hash listed twice in one
+  // tier adds up its copies (refs); counts of 0 count as 1. False (nothing changes) when the
+  // worker was not added.
+  bool import_worker(WorkerId worker, const WorkerDump& dump);
   // A stale mirror is not trusted: the worker's hits count as 0 until it is marked fresh.
   void set_stale(WorkerId worker, bool stale);
   bool is_stale(WorkerId worker) const;

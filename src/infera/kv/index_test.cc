@@ -363,5 +363,264 @@ TEST(KvIndexPropertyTest, AgreesWithNaiveModel) {
   }
 }
 
+// --- export_worker / import_worker (a booting replica's copy of a sibling's mirror) ---
+
+// Every answer the index gives about `worker`, for comparing a copy with its original.
+struct WorkerView {
+  std::vector<uint32_t> gpu, lower, disk;  // per prompt: that worker's hits
+  std::vector<std::array<uint32_t, 3>> blocks;  // per block of every prompt, asked alone
+  std::array<uint64_t, kNumMedia> counts{};
+  bool operator==(const WorkerView&) const = default;
+};
+
+WorkerView view_of(const KvIndex& index, WorkerId worker,
+                   const std::vector<std::vector<TokenId>>& prompts) {
+  WorkerView v;
+  std::vector<uint32_t> gpu, lower, disk;
+  for (const auto& p : prompts) {
+    const std::vector<uint64_t> hashes = seq_hashes(p, kBs);
+    index.find_overlaps(hashes, gpu, &lower, &disk);
+    v.gpu.push_back(gpu.at(worker));
+    v.lower.push_back(lower.at(worker));
+    v.disk.push_back(disk.at(worker));
+    // Each block alone too: residency that a hole earlier in the prompt would hide.
+    for (size_t i = 0; i < hashes.size(); ++i) {
+      index.find_overlaps(std::span(hashes).subspan(i, 1), gpu, &lower, &disk);
+      v.blocks.push_back({gpu.at(worker), lower.at(worker), disk.at(worker)});
+    }
+  }
+  for (size_t m = 0; m < kNumMedia; ++m) {
+    v.counts[m] = index.block_count(worker, static_cast<Medium>(m));
+  }
+  return v;
+}
+
+class KvIndexImportTest : public KvIndexTest {
+ protected:
+  KvIndexImportTest() : copy_(KvIndex::Options{kBs, 256}) {
+    for (WorkerId w = 0; w < 4; ++w) copy_.add_worker(w);
+  }
+
+  // Copies worker 0 of index_ into copy_ through a dump.
+  void copy_worker0() { ASSERT_TRUE(copy_.import_worker(0, index_.export_worker(0))); }
+
+  void remove_both(std::vector<uint64_t> engines, Medium m = Medium::kGpu) {
+    remove(0, engines, m);
+    copy_.apply(RemovedEvent{0, engines, m});
+  }
+
+  ::testing::AssertionResult same(const std::vector<std::vector<TokenId>>& prompts) {
+    const WorkerView a = view_of(index_, 0, prompts);
+    const WorkerView b = view_of(copy_, 0, prompts);
+    if (a == b) return ::testing::AssertionSuccess();
+    ::testing::AssertionResult f = ::testing::AssertionFailure();
+    if (a.blocks != b.blocks) f << "single blocks differ; ";
+    for (size_t i = 0; i < a.gpu.size(); ++i) {
+      f << "prompt " << i << ": gpu " << a.gpu[i] << "/" << b.gpu[i] << " lower " << a.lower[i]
+        << "/" << b.lower[i] << " disk " << a.disk[i] << "/" << b.disk[i] << "; ";
+    }
+    for (size_t m = 0; m < kNumMedia; ++m) {
+      f << "count[" << m << "] " << a.counts[m] << "/" << b.counts[m] << " ";
+    }
+    return f;
+  }
+
+  KvIndex copy_;
+};
+
+TEST_F(KvIndexImportTest, ImportedMirrorAnswersLikeTheOriginalOnEveryTier) {
+  const auto t = tokens_for(1, 8);
+  const auto u = tokens_for(2, 4);
+  ASSERT_EQ(store(0, t, 0, 3, 1000), ApplyResult::kApplied);                 // GPU 0-2
+  ASSERT_EQ(store(0, t, 0, 6, 7000, Medium::kCpu), ApplyResult::kApplied);   // CPU 0-5
+  ASSERT_EQ(store(0, t, 0, 8, 9000, Medium::kDisk), ApplyResult::kApplied);  // disk 0-7
+  ASSERT_EQ(store(0, u, 0, 4, 3000), ApplyResult::kApplied);
+  std::vector<uint64_t> offloaded{3000, 3001, 55555};  // two known, one residency only
+  ASSERT_EQ(index_.apply(StoredEvent{0, std::nullopt, offloaded, {}, 0, Medium::kCpu, {}}),
+            ApplyResult::kApplied);
+  copy_worker0();
+  const std::vector<std::vector<TokenId>> prompts{t, u, tokens_for(3, 2)};
+  ASSERT_TRUE(same(prompts));
+  const WorkerView v = view_of(copy_, 0, prompts);
+  EXPECT_EQ(v.gpu[0], 3u);
+  EXPECT_EQ(v.lower[0], 5u);  // blocks 3-7 right after the GPU run: 3-5 on CPU, 6-7 on disk
+  EXPECT_EQ(v.disk[0], 2u);
+  EXPECT_EQ(v.counts[static_cast<size_t>(Medium::kCpu)], 9u);  // 6 with tokens, 3 tokenless
+  // Lower tiers evolve alike: the tokenless copies of 3000-3001 carry their router hashes.
+  remove_both({3000, 3001, 3002, 3003});
+  ASSERT_TRUE(same(prompts));
+  EXPECT_EQ(view_of(copy_, 0, prompts).lower[1], 2u);
+  remove_both({7003, 3000, 55555}, Medium::kCpu);
+  remove_both({9003}, Medium::kDisk);
+  ASSERT_TRUE(same(prompts));
+  EXPECT_EQ(view_of(copy_, 0, prompts).lower[0], 0u);  // block 3: on neither lower tier now
+}
+
+TEST_F(KvIndexImportTest, ImportedDuplicateNeedsTwoRemoves) {
+  const auto t = tokens_for(1, 2);
+  ASSERT_EQ(store(0, t, 0, 2, 1000), ApplyResult::kApplied);
+  ASSERT_EQ(store(0, t, 0, 1, 1000), ApplyResult::kApplied);  // engine hash 1000 stored twice
+  const WorkerDump dump = index_.export_worker(0);
+  ASSERT_EQ(dump.gpu.size(), 2u);
+  for (const WorkerDump::GpuEntry& e : dump.gpu) EXPECT_EQ(e.copies, e.engine == 1000 ? 2u : 1u);
+  ASSERT_TRUE(copy_.import_worker(0, dump));
+  remove_both({1000});
+  ASSERT_TRUE(same({t}));
+  EXPECT_EQ(view_of(copy_, 0, {t}).gpu[0], 2u);
+  remove_both({1000});
+  ASSERT_TRUE(same({t}));
+  EXPECT_EQ(view_of(copy_, 0, {t}).gpu[0], 0u);
+}
+
+TEST_F(KvIndexImportTest, ImportedAliasKeepsTheRouterHashHeldUntilItsLastName) {
+  // The same tokens under two engine hashes (a cache salt): two records, one router hash.
+  const auto t = tokens_for(1, 1);
+  ASSERT_EQ(store(0, t, 0, 1, 1000), ApplyResult::kApplied);
+  ASSERT_EQ(store(0, t, 0, 1, 2000), ApplyResult::kApplied);
+  copy_worker0();
+  remove_both({2000});
+  ASSERT_TRUE(same({t}));
+  EXPECT_EQ(view_of(copy_, 0, {t}).gpu[0], 1u);
+  remove_both({1000});
+  ASSERT_TRUE(same({t}));
+  EXPECT_EQ(view_of(copy_, 0, {t}).gpu[0], 0u);
+}
+
+TEST_F(KvIndexImportTest, ImportedLowerTierRefsNeedAsManyRemoves) {
+  const auto t = tokens_for(1, 2);
+  ASSERT_EQ(store(0, t, 0, 2, 7000, Medium::kCpu), ApplyResult::kApplied);
+  ASSERT_EQ(store(0, t, 0, 2, 7000, Medium::kCpu), ApplyResult::kApplied);  // refs 2
+  ASSERT_EQ(store(0, t, 0, 2, 8000, Medium::kCpu), ApplyResult::kApplied);  // second names
+  copy_worker0();
+  remove_both({7000, 7001, 8000, 8001}, Medium::kCpu);
+  ASSERT_TRUE(same({t}));
+  EXPECT_EQ(view_of(copy_, 0, {t}).lower[0], 2u);
+  remove_both({8000, 8001}, Medium::kCpu);  // gone already: unknown, nothing changes
+  remove_both({7000}, Medium::kCpu);        // the last ref of block 0
+  ASSERT_TRUE(same({t}));
+  EXPECT_EQ(view_of(copy_, 0, {t}).lower[0], 0u);
+  EXPECT_EQ(view_of(copy_, 0, {t}).counts[static_cast<size_t>(Medium::kCpu)], 1u);
+}
+
+TEST_F(KvIndexImportTest, ImportReplacesTheWorkersWholeMirrorOnly) {
+  const auto t = tokens_for(1, 3);
+  const auto u = tokens_for(2, 3);
+  ASSERT_EQ(store(0, t, 0, 2, 1000), ApplyResult::kApplied);
+  // The copy's worker 0 held other blocks on every tier; worker 1 holds the same hashes.
+  const std::vector<uint64_t> e123{1, 2, 3}, e4{4}, e12{1, 2};
+  ASSERT_EQ(copy_.apply(StoredEvent{0, std::nullopt, e123, u, kBs, Medium::kGpu, {}}),
+            ApplyResult::kApplied);
+  ASSERT_EQ(copy_.apply(StoredEvent{0, std::nullopt, e4, {}, 0, Medium::kDisk, {}}),
+            ApplyResult::kApplied);
+  ASSERT_EQ(
+      copy_.apply(StoredEvent{
+          1, std::nullopt, e12, std::span<const TokenId>(t).first(2 * kBs), kBs, Medium::kGpu, {}}),
+      ApplyResult::kApplied);
+  copy_worker0();
+  ASSERT_TRUE(same({t, u}));
+  std::vector<uint32_t> out;
+  copy_.find_overlaps(seq_hashes(t, kBs), out);
+  EXPECT_EQ(out[1], 2u);  // worker 1's residency of the same router hashes is untouched
+  // Removing the imported blocks leaves worker 1 holding them.
+  remove_both({1000, 1001});
+  copy_.find_overlaps(seq_hashes(t, kBs), out);
+  EXPECT_EQ(out[0], 0u);
+  EXPECT_EQ(out[1], 2u);
+}
+
+TEST_F(KvIndexImportTest, WorkersNotAddedExportNothingAndRefuseImports) {
+  const auto t = tokens_for(1, 2);
+  ASSERT_EQ(store(0, t, 0, 2, 1000), ApplyResult::kApplied);
+  const WorkerDump dump = index_.export_worker(0);
+  EXPECT_EQ(dump.size(), 2u);
+  EXPECT_EQ(index_.export_worker(9).size(), 0u);
+  EXPECT_FALSE(copy_.import_worker(9, dump));
+  EXPECT_FALSE(copy_.import_worker(100000, dump));  // beyond max_workers: refused, no abort
+  copy_.add_worker(9);
+  std::vector<uint32_t> out;
+  copy_.find_overlaps(seq_hashes(t, kBs), out);
+  EXPECT_EQ(out[9], 0u);
+  EXPECT_TRUE(copy_.import_worker(9, dump));
+  copy_.find_overlaps(seq_hashes(t, kBs), out);
+  EXPECT_EQ(out[9], 2u);
+}
+
+TEST(KvIndexImportPredictedTest, ImportDropsTheWorkersPredictedEntries) {
+  ManualClock clock;
+  PredictedBlocks predicted(PredictedBlocks::Options{std::chrono::seconds(10), 8, 100}, clock);
+  KvIndex index(KvIndex::Options{kBs, 8, &predicted});
+  index.add_worker(2);
+  const auto hashes = seq_hashes(tokens_for(1, 3), kBs);
+  predicted.add(2, hashes, 0);
+  ASSERT_EQ(predicted.size(2), 3u);
+  ASSERT_TRUE(index.import_worker(2, WorkerDump{}));
+  EXPECT_EQ(predicted.size(2), 0u);
+}
+
+// Property: a copy taken at any point of a random history (stores with duplicates and second
+// names, tokenless offloads, removals on every tier, clears) answers like the original, and
+// keeps doing so while both receive the rest of the history.
+TEST(KvIndexImportPropertyTest, CopyEvolvesLikeTheOriginal) {
+  constexpr uint32_t kFamilies = 6;
+  constexpr size_t kLen = 6;
+  std::vector<std::vector<TokenId>> fams;
+  for (uint32_t f = 0; f < kFamilies; ++f) fams.push_back(tokens_for(f, kLen));
+  Rng rng(77);
+  for (int round = 0; round < 20; ++round) {
+    KvIndex a(KvIndex::Options{kBs, 8});
+    KvIndex b(KvIndex::Options{kBs, 8});
+    a.add_worker(0);
+    b.add_worker(0);
+    const int copy_at = static_cast<int>(rng.uniform(300));
+    for (int step = 0; step < 400; ++step) {
+      if (step == copy_at) {
+        ASSERT_TRUE(b.import_worker(0, a.export_worker(0)));
+      }
+      const uint32_t f = static_cast<uint32_t>(rng.uniform(kFamilies));
+      const Medium m = static_cast<Medium>(rng.uniform(kNumMedia));
+      // Two engine-hash namespaces per family: the same tokens under two names.
+      const uint64_t base = (uint64_t{f} << 8) + (rng.uniform(2) == 0 ? 0 : 0x10000);
+      const uint64_t op = rng.uniform(100);  // clears rare: they wipe duplicates and aliases
+      std::vector<uint64_t> engines;
+      StoredEvent s;
+      s.worker = 0;
+      s.block_size = kBs;
+      s.medium = m;
+      if (op < 50) {
+        const size_t first = rng.uniform(kLen);
+        const size_t n = 1 + rng.uniform(kLen - first);
+        for (size_t i = first; i < first + n; ++i) engines.push_back(base + i);
+        if (first > 0) s.parent_engine_hash = base + first - 1;
+        s.engine_hashes = engines;
+        s.token_ids = std::span<const TokenId>(fams[f]).subspan(first * kBs, n * kBs);
+      } else if (op < 60 && m != Medium::kGpu) {
+        const uint64_t n = 1 + rng.uniform(3);
+        for (uint64_t i = 0; i < n; ++i) engines.push_back(base + rng.uniform(kLen + 2));
+        s.engine_hashes = engines;  // tokenless offload
+      } else if (op < 99) {
+        const uint64_t n = 1 + rng.uniform(3);
+        for (uint64_t i = 0; i < n; ++i) engines.push_back(base + rng.uniform(kLen));
+      }
+      const bool copied = step >= copy_at;
+      if (op == 99) {
+        a.clear_worker(0);
+        if (copied) b.clear_worker(0);
+      } else if (s.engine_hashes.empty()) {
+        const RemovedEvent r{0, engines, m};
+        a.apply(r);
+        if (copied) b.apply(r);
+      } else {
+        const ApplyResult ra = a.apply(s);
+        if (copied) {
+          ASSERT_EQ(b.apply(s), ra) << "round " << round << " step " << step;
+        }
+      }
+      if (!copied || step % 3 != 0) continue;
+      ASSERT_EQ(view_of(a, 0, fams), view_of(b, 0, fams)) << "round " << round << " step " << step;
+    }
+    ASSERT_EQ(view_of(a, 0, fams), view_of(b, 0, fams)) << "round " << round;
+  }
+}
+
 }  // namespace
 }  // namespace infera::kv
