@@ -51,6 +51,7 @@ Status validate(const ServerConfig& c) {
       }
       break;
   }
+  for (const std::string& peer : c.peers) INFERA_RETURN_IF_ERROR(parse_peer_url(peer).status());
   INFERA_RETURN_IF_ERROR(check_namespace(c.nats_namespace));
   if (c.max_body_bytes < 1024) return invalid_argument("--max-body-bytes must be >= 1024");
   if (c.max_header_bytes < 1024) return invalid_argument("--max-header-bytes must be >= 1024");
@@ -160,9 +161,41 @@ void add_nats_flags(FlagSet& f, ServerConfig& c) {
         "(default $NATS_SERVER, else nats://localhost:4222)",
         "URL");
   f.add("--namespace", &c.nats_namespace, "prefix of the NATS subjects (default infera)", "NS");
+  // The routing group's other members (docs/scale-out.md).
+  f.add("--peer", &c.peers,
+        "another router replica of this --namespace, repeatable: http(s)://HOST:PORT of its "
+        "listener (default: router records from discovery)",
+        "URL");
 }
 
 }  // namespace
+
+Result<std::string> parse_peer_url(std::string_view url) {
+  auto bad = [&](std::string_view why) {
+    return invalid_argument("--peer '" + std::string(url.substr(0, 256)) + "': " +
+                            std::string(why) + " (expected http://HOST:PORT or https://HOST:PORT)");
+  };
+  std::string_view rest = url;
+  std::string_view scheme;
+  for (std::string_view s : {"http://", "https://"}) {
+    if (rest.substr(0, s.size()) == s) scheme = s;
+  }
+  if (scheme.empty()) return bad("must start with http:// or https://");
+  rest.remove_prefix(scheme.size());
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  if (rest.find_first_of("/?#@") != std::string_view::npos) {
+    return bad("must not have a path or user");
+  }
+  auto hp = parse_host_port(rest);
+  if (!hp.ok()) return bad("no HOST:PORT");
+  if (hp->host.empty()) return bad("no host");
+  for (const char c : hp->host) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '-' || c == ':' || c == '_';
+    if (!ok) return bad("bad host");
+  }
+  return std::string(scheme) + std::string(rest);
+}
 
 std::string_view name(DiscoveryBackend backend) { return word_of(backend, kBackends); }
 Result<DiscoveryBackend> parse_discovery_backend(std::string_view word) {

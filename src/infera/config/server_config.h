@@ -65,6 +65,9 @@ struct ServerConfig {
   std::string nats_server = "nats://localhost:4222";  // --nats-server, else $NATS_SERVER
   std::string nats_namespace = "infera";              // --namespace: the subjects' prefix
   std::string kv_events_bind;  // optional: a SUB endpoint the router binds for engines that connect
+  // --peer URLs (repeatable): the other router replicas of this --namespace, named by hand
+  // (replica/membership.h); each http(s)://HOST:PORT, checked by parse_peer_url.
+  std::vector<std::string> peers;
   // Limits and timeouts
   uint64_t max_body_bytes = 16ull << 20;
   uint32_t max_header_bytes = 16u << 10;
@@ -94,6 +97,10 @@ struct ServerConfig {
   int64_t admin_port = -1;  // -1: not set; 0: any free port (logged at startup)
   LogLevel log_level = LogLevel::kInfo;
 };
+
+// A --peer URL, "http(s)://HOST:PORT" (IPv6 in brackets; a trailing '/' is dropped; no path,
+// query or user), as "scheme://HOST:PORT"; an error names the flag and the value.
+Result<std::string> parse_peer_url(std::string_view url);
 
 // Parses and validates `infera server` flags. On --help returns ok with `help` filled and
 // *help_requested set. Beneath the flags: the --config file and INFERA_<FLAG> variables of

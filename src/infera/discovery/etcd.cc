@@ -223,14 +223,14 @@ net::awaitable<Status> EtcdClient::watch_prefix(
 
 // ---------------------------------------------------------------------------------------------
 
-struct EtcdWorkerSource::Cancel {
+struct EtcdPrefixWatch::Cancel {
   explicit Cancel(net::io_context& context) : strand(net::make_strand(context)) {}
   net::strand<net::io_context::executor_type> strand;
   net::cancellation_signal signal;
 };
 
-EtcdWorkerSource::EtcdWorkerSource(http::EventLoop& loop, http::Endpoint endpoint,
-                                   EtcdSourceOptions options)
+EtcdPrefixWatch::EtcdPrefixWatch(http::EventLoop& loop, http::Endpoint endpoint,
+                                 EtcdSourceOptions options)
     : loop_(loop),
       endpoint_(std::move(endpoint)),
       options_(std::move(options)),
@@ -243,14 +243,17 @@ EtcdWorkerSource::EtcdWorkerSource(http::EventLoop& loop, http::Endpoint endpoin
   done_future_ = done_.get_future();
 }
 
-EtcdWorkerSource::~EtcdWorkerSource() { stop(); }
-
-std::string EtcdWorkerSource::describe() const {
-  return "etcd " + endpoint_.key() + " prefix " + options_.prefix;
+EtcdPrefixWatch::~EtcdPrefixWatch() {
+  stop();
 }
 
-void EtcdWorkerSource::start(Listener listener) {
-  listener_ = std::move(listener);
+std::string EtcdPrefixWatch::last_error() const {
+  std::lock_guard lock(error_mu_);
+  return last_error_;
+}
+
+void EtcdPrefixWatch::start(Handlers handlers) {
+  handlers_ = std::move(handlers);
   started_ = true;
   // On a strand, so that stop() can deliver the cancellation on the watcher's own executor.
   net::co_spawn(
@@ -263,16 +266,116 @@ void EtcdWorkerSource::start(Listener listener) {
       }));
 }
 
-void EtcdWorkerSource::stop() {
+void EtcdPrefixWatch::stop() {
   if (!started_) return;
   started_ = false;
   stop_.store(true);
   // Cancel the pending read or pause; the watcher then returns at once. The posted handler owns
   // the signal: when the watcher has already returned (it saw stop_ after a read), the wait below
-  // ends at once and this source may be destroyed before the handler runs.
+  // ends at once and this watch may be destroyed before the handler runs.
   net::post(cancel_->strand,
             [cancel = cancel_] { cancel->signal.emit(net::cancellation_type::terminal); });
   done_future_.wait();
+}
+
+void EtcdPrefixWatch::set_disconnected(const Status& why) {
+  {
+    std::lock_guard lock(error_mu_);
+    last_error_ = std::string(why.message());
+  }
+  if (connected_.exchange(false)) {
+    INFERA_LOG(kWarn, "discovery")
+        .msg("etcd unreachable; keeping the last known records")
+        .kv("endpoint", endpoint_.key())
+        .kv("prefix", options_.prefix)
+        .kv("error", why.message());
+  }
+}
+
+net::awaitable<void> EtcdPrefixWatch::run() {
+  EtcdClient etcd(*client_, endpoint_);
+  auto backoff = options_.retry_min;
+  while (!stop_.load()) {
+    auto range = co_await etcd.range_prefix(options_.prefix);
+    if (range.ok()) {
+      connected_.store(true);
+      resyncs_.fetch_add(1);
+      backoff = options_.retry_min;
+      if (handlers_.on_reset) handlers_.on_reset(range->kvs);
+      const Status ended = co_await etcd.watch_prefix(
+          options_.prefix, range->revision + 1,
+          [&](const EtcdWatchEvent& ev) {
+            if (handlers_.on_event) handlers_.on_event(ev);
+          },
+          stop_);
+      if (stop_.load()) break;
+      if (ended.code() != StatusCode::kDeadlineExceeded) {
+        INFERA_LOG(kWarn, "discovery")
+            .msg("etcd watch ended; resyncing")
+            .kv("prefix", options_.prefix)
+            .kv("error", ended.message());
+      }
+      continue;  // an idle watch timing out just resyncs
+    }
+    // etcd unreachable: the caller keeps what it had; retry.
+    set_disconnected(range.status());
+    for (auto waited = std::chrono::milliseconds(0); waited < backoff && !stop_.load();
+         waited += std::chrono::milliseconds(100)) {
+      co_await pause_for(std::chrono::milliseconds(100));
+    }
+    backoff = std::min(backoff * 2, options_.retry_max);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+EtcdWorkerSource::EtcdWorkerSource(http::EventLoop& loop, http::Endpoint endpoint,
+                                   EtcdSourceOptions options)
+    : watch_(loop, std::move(endpoint), std::move(options)) {}
+
+EtcdWorkerSource::~EtcdWorkerSource() {
+  stop();
+}
+
+std::string EtcdWorkerSource::describe() const {
+  return "etcd " + watch_.endpoint().key() + " prefix " + watch_.options().prefix;
+}
+
+void EtcdWorkerSource::start(Listener listener) {
+  listener_ = std::move(listener);
+  EtcdPrefixWatch::Handlers h;
+  h.on_reset = [this](const std::vector<EtcdKeyValue>& kvs) {
+    workers_.clear();
+    for (const auto& kv : kvs) apply(kv.key, kv.value, false);
+    publish();
+  };
+  h.on_event = [this](const EtcdWatchEvent& ev) {
+    apply(ev.kv.key, ev.kv.value, ev.deleted);
+    publish();
+  };
+  watch_.start(std::move(h));
+}
+
+void EtcdWorkerSource::stop() {
+  watch_.stop();
+}
+
+void EtcdWorkerSource::apply(const std::string& key, const std::string& value, bool deleted) {
+  if (deleted) {
+    workers_.erase(key);
+    return;
+  }
+  auto w = parse_worker_record(value);
+  if (!w.ok()) {
+    invalid_.fetch_add(1);
+    INFERA_LOG(kWarn, "discovery")
+        .msg("skipping malformed worker record")
+        .kv("key", key)
+        .kv("error", w.status().message());
+    workers_.erase(key);
+    return;
+  }
+  workers_[key] = std::move(*w);
 }
 
 void EtcdWorkerSource::publish() {
@@ -284,67 +387,20 @@ void EtcdWorkerSource::publish() {
   if (listener_) listener_(std::move(set));
 }
 
-net::awaitable<void> EtcdWorkerSource::run() {
-  EtcdClient etcd(*client_, endpoint_);
-  auto backoff = options_.retry_min;
-  auto apply = [&](const std::string& key, const std::string& value, bool deleted) {
-    if (deleted) {
-      workers_.erase(key);
-      return;
-    }
-    auto w = parse_worker_record(value);
-    if (!w.ok()) {
-      invalid_.fetch_add(1);
-      INFERA_LOG(kWarn, "discovery").msg("skipping malformed worker record").kv("key", key)
-          .kv("error", w.status().message());
-      workers_.erase(key);
-      return;
-    }
-    workers_[key] = std::move(*w);
-  };
-  while (!stop_.load()) {
-    auto range = co_await etcd.range_prefix(options_.prefix);
-    if (range.ok()) {
-      connected_.store(true);
-      backoff = options_.retry_min;
-      workers_.clear();
-      for (const auto& kv : range->kvs) apply(kv.key, kv.value, false);
-      publish();
-      const Status ended = co_await etcd.watch_prefix(
-          options_.prefix, range->revision + 1,
-          [&](const EtcdWatchEvent& ev) {
-            apply(ev.kv.key, ev.kv.value, ev.deleted);
-            publish();
-          },
-          stop_);
-      if (stop_.load()) break;
-      if (ended.code() != StatusCode::kDeadlineExceeded) {
-        INFERA_LOG(kWarn, "discovery").msg("etcd watch ended; resyncing").kv("error", ended.message());
-      }
-      continue;  // an idle watch timing out just resyncs
-    }
-    // etcd unreachable: keep routing to the last known fleet and retry.
-    if (connected_.exchange(false)) {
-      INFERA_LOG(kWarn, "discovery").msg("etcd unreachable; keeping the last known workers")
-          .kv("endpoint", endpoint_.key()).kv("error", range.status().message());
-    }
-    for (auto waited = std::chrono::milliseconds(0); waited < backoff && !stop_.load();
-         waited += std::chrono::milliseconds(100)) {
-      co_await pause_for(std::chrono::milliseconds(100));
-    }
-    backoff = std::min(backoff * 2, options_.retry_max);
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 
 EtcdRegistration::EtcdRegistration(http::EventLoop& loop, http::Endpoint endpoint,
                                    WorkerInfo worker, EtcdRegistrationOptions options)
+    : EtcdRegistration(loop, std::move(endpoint), worker_key(options.prefix, worker),
+                       worker_record_json(worker), options) {}
+
+EtcdRegistration::EtcdRegistration(http::EventLoop& loop, http::Endpoint endpoint, std::string key,
+                                   std::string record, EtcdRegistrationOptions options)
     : loop_(loop),
       endpoint_(std::move(endpoint)),
-      worker_(std::move(worker)),
       options_(std::move(options)),
-      key_(worker_key(options_.prefix, worker_)) {
+      key_(std::move(key)),
+      record_(std::move(record)) {
   http::ClientOptions co;
   co.connect_timeout = std::chrono::milliseconds(2'000);
   co.response_timeout = std::chrono::milliseconds(5'000);
@@ -373,7 +429,6 @@ Status EtcdRegistration::start(std::chrono::milliseconds timeout) {
 
 net::awaitable<void> EtcdRegistration::run() {
   EtcdClient etcd(*client_, endpoint_);
-  const std::string record = worker_record_json(worker_);
   auto settle = [&](Status s) {
     if (!first_put_set_) {
       first_put_set_ = true;
@@ -387,7 +442,7 @@ net::awaitable<void> EtcdRegistration::run() {
       // (No co_await inside a conditional expression: GCC 12 destroys its result twice.)
       auto granted = co_await etcd.grant_lease(options_.ttl);
       Status put = granted.status();
-      if (granted.ok()) put = co_await etcd.put(key_, record, *granted);
+      if (granted.ok()) put = co_await etcd.put(key_, record_, *granted);
       if (!put.ok()) {
         INFERA_LOG(kWarn, "discovery").msg("etcd registration failed; retrying")
             .kv("key", key_).kv("error", put.message());

@@ -1,11 +1,12 @@
 // etcd v3 over its JSON gateway (etcd 3.4+, /v3/...), spoken with infera's own HTTP client:
-// EtcdClient (leases, put, delete, prefix range, prefix watch), EtcdWorkerSource (the server's
-// view of infera/workers/...: a range, then a watch; on any failure, back off and resync, while
-// the last known fleet stays in use) and EtcdRegistration (an engine's leased record, kept
-// alive, re-created if the lease was lost, deleted on stop). Keys and values travel
-// base64-encoded, as the gateway requires.
-// EtcdClient calls are coroutines on the caller's executor. EtcdWorkerSource and
-// EtcdRegistration run on the EventLoop they are given; start/stop from a non-loop thread.
+// EtcdClient (leases, put, delete, prefix range, prefix watch), EtcdPrefixWatch (a prefix kept
+// mirrored: a range, then a watch; on any failure, back off and resync, while the caller keeps
+// what it had), EtcdWorkerSource (the server's view of infera/workers/... through one) and
+// EtcdRegistration (a leased record: an engine's, a router replica's; kept alive, re-created if
+// the lease was lost, deleted on stop). Keys and values travel base64-encoded, as the gateway
+// requires. EtcdClient calls are coroutines on the caller's executor. EtcdPrefixWatch,
+// EtcdWorkerSource and EtcdRegistration run on the EventLoop they are given; start/stop from a
+// non-loop thread.
 #pragma once
 
 #include <atomic>
@@ -76,6 +77,58 @@ struct EtcdSourceOptions {
   std::chrono::milliseconds retry_max{5'000};
 };
 
+// Keeps every key under options.prefix mirrored for its handlers: a range, then a watch from the
+// range's revision. An idle watch (read_timeout, a minute) or a broken one ends in a new range;
+// while etcd does not answer, ranges are retried with backoff (retry_min doubling to retry_max)
+// and the handlers hear nothing, so the caller keeps what it last had. Every call has a deadline
+// (connect 2 s, answer 5 s). The handlers run on the watch's strand, one at a time.
+class EtcdPrefixWatch {
+ public:
+  struct Handlers {
+    // The whole prefix after each successful range: replaces everything the caller had.
+    std::function<void(const std::vector<EtcdKeyValue>&)> on_reset;
+    // One change after that range (ev.deleted: the key is gone).
+    std::function<void(const EtcdWatchEvent&)> on_event;
+  };
+
+  EtcdPrefixWatch(http::EventLoop& loop, http::Endpoint endpoint, EtcdSourceOptions options);
+  ~EtcdPrefixWatch();  // stop()
+
+  void start(Handlers handlers);
+  // No handler call starts after it returns.
+  void stop();
+
+  const http::Endpoint& endpoint() const { return endpoint_; }
+  const EtcdSourceOptions& options() const { return options_; }
+  // Any thread.
+  bool connected() const { return connected_.load(); }
+  uint64_t resyncs() const { return resyncs_.load(); }  // successful ranges since start
+  std::string last_error() const;                       // why etcd last did not answer
+
+ private:
+  net::awaitable<void> run();
+  void set_disconnected(const Status& why);
+
+  struct Cancel;  // the strand and cancellation signal of the watcher (etcd.cc)
+
+  http::EventLoop& loop_;
+  http::Endpoint endpoint_;
+  EtcdSourceOptions options_;
+  std::unique_ptr<http::Client> client_;
+  // Shared with the cancellation stop() posts, which may run after this watch is gone when the
+  // watcher had already returned on its own.
+  std::shared_ptr<Cancel> cancel_;
+  Handlers handlers_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> connected_{false};
+  std::atomic<uint64_t> resyncs_{0};
+  mutable std::mutex error_mu_;
+  std::string last_error_;
+  std::promise<void> done_;
+  std::future<void> done_future_;
+  bool started_ = false;
+};
+
 class EtcdWorkerSource final : public WorkerSource {
  public:
   EtcdWorkerSource(http::EventLoop& loop, http::Endpoint endpoint, EtcdSourceOptions options);
@@ -87,35 +140,23 @@ class EtcdWorkerSource final : public WorkerSource {
 
   // Records skipped because they did not parse (logged once each).
   uint64_t invalid_records() const { return invalid_.load(); }
-  bool connected() const { return connected_.load(); }
+  bool connected() const { return watch_.connected(); }
   SourceHealth health() const override {
     SourceHealth h;
-    h.connected = connected_.load();
+    h.connected = watch_.connected();
     h.invalid_records = invalid_.load();
     return h;
   }
 
  private:
-  net::awaitable<void> run();
+  // On the watch's strand.
+  void apply(const std::string& key, const std::string& value, bool deleted);
   void publish();
 
-  struct Cancel;  // the strand and cancellation signal of the watcher (etcd.cc)
-
-  http::EventLoop& loop_;
-  http::Endpoint endpoint_;
-  EtcdSourceOptions options_;
-  std::unique_ptr<http::Client> client_;
-  // Shared with the cancellation stop() posts, which may run after this source is gone when
-  // the watcher had already returned on its own.
-  std::shared_ptr<Cancel> cancel_;
+  EtcdPrefixWatch watch_;
   Listener listener_;
-  std::map<std::string, WorkerInfo> workers_;  // by etcd key; loop-side only
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> connected_{false};
+  std::map<std::string, WorkerInfo> workers_;  // by etcd key; watch-side only
   std::atomic<uint64_t> invalid_{0};
-  std::promise<void> done_;
-  std::future<void> done_future_;
-  bool started_ = false;
 };
 
 struct EtcdRegistrationOptions {
@@ -123,11 +164,15 @@ struct EtcdRegistrationOptions {
   std::chrono::seconds ttl{10};  // the record disappears this long after the process dies
 };
 
-// Keeps one worker's record under a lease for as long as it lives.
+// Keeps one record under a lease for as long as it lives: a worker's (worker_key under
+// options.prefix, worker_record_json), or any key and value (a router replica's).
 class EtcdRegistration {
  public:
   EtcdRegistration(http::EventLoop& loop, http::Endpoint endpoint, WorkerInfo worker,
                    EtcdRegistrationOptions options);
+  // `key` and `record` as given; options.prefix is not used.
+  EtcdRegistration(http::EventLoop& loop, http::Endpoint endpoint, std::string key,
+                   std::string record, EtcdRegistrationOptions options);
   ~EtcdRegistration();
 
   // Registers (waiting up to `timeout` for the first put) and keeps the lease alive.
@@ -142,9 +187,9 @@ class EtcdRegistration {
 
   http::EventLoop& loop_;
   http::Endpoint endpoint_;
-  WorkerInfo worker_;
   EtcdRegistrationOptions options_;
   std::string key_;
+  std::string record_;
   std::unique_ptr<http::Client> client_;
   std::atomic<bool> stop_{false};
   std::promise<Status> first_put_;

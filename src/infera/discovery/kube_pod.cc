@@ -109,18 +109,6 @@ Result<uint32_t> annotation_port(const KubePod& pod, std::string_view key, uint3
   return v;
 }
 
-Result<uint32_t> worker_port(const KubePod& pod, const KubePodRules& rules) {
-  INFERA_ASSIGN_OR_RETURN(const uint32_t annotated, annotation_port(pod, kPortAnnotation, 0));
-  if (annotated) return annotated;
-  for (const KubePod::Port& p : pod.ports) {
-    if (p.name == "http") return p.number;
-  }
-  if (rules.target_port) return rules.target_port;
-  if (!pod.ports.empty()) return pod.ports.front().number;
-  return invalid_argument("no port: no annotation " + std::string(kPortAnnotation) +
-                          ", no container port");
-}
-
 Result<Role> pod_role(const KubePod& pod, const KubePodRules& rules) {
   if (rules.role) return *rules.role;
   const auto it = pod.labels.find(std::string(kRoleLabel));
@@ -227,10 +215,22 @@ Result<KubeInferencePool> parse_kube_inference_pool(std::string_view text) {
   return pool;
 }
 
+Result<uint32_t> kube_pod_port(const KubePod& pod, uint32_t target_port) {
+  INFERA_ASSIGN_OR_RETURN(const uint32_t annotated, annotation_port(pod, kPortAnnotation, 0));
+  if (annotated) return annotated;
+  for (const KubePod::Port& p : pod.ports) {
+    if (p.name == "http") return p.number;
+  }
+  if (target_port) return target_port;
+  if (!pod.ports.empty()) return pod.ports.front().number;
+  return invalid_argument("no port: no annotation " + std::string(kPortAnnotation) +
+                          ", no container port");
+}
+
 Result<std::optional<WorkerInfo>> kube_pod_worker(const KubePod& pod, const KubePodRules& rules) {
   // Annotations and labels are checked first, so a bad one is reported even before the pod is
   // Ready (and once, not at every readiness flip).
-  INFERA_ASSIGN_OR_RETURN(const uint32_t port, worker_port(pod, rules));
+  INFERA_ASSIGN_OR_RETURN(const uint32_t port, kube_pod_port(pod, rules.target_port));
   INFERA_ASSIGN_OR_RETURN(const uint32_t kv_port,
                           annotation_port(pod, kKvEventsPortAnnotation, kDefaultKvEventsPort));
   INFERA_ASSIGN_OR_RETURN(const uint32_t replay_port,

@@ -83,6 +83,11 @@ struct KubePodRules {
   uint32_t target_port = 0;  // an InferencePool's target port; 0: none
 };
 
+// The port of the pod's HTTP server: annotation `infera.ai/port`, else the container port named
+// `http`, else `target_port` (an InferencePool's; 0: none), else the first container port. An
+// error names the bad annotation, or says there is no port.
+Result<uint32_t> kube_pod_port(const KubePod& pod, uint32_t target_port = 0);
+
 // The pod as a worker; empty when it is not routable now (not Ready, terminating, no IP, not
 // Running). An error names the bad annotation or label: the pod is skipped, and logged.
 Result<std::optional<WorkerInfo>> kube_pod_worker(const KubePod& pod, const KubePodRules& rules);

@@ -25,6 +25,107 @@ std::string pods_path(const std::string& ns) {
 
 }  // namespace
 
+net::awaitable<Result<KubePodList>> list_pods(KubeApi& api, std::string ns,
+                                              std::string label_selector, size_t max_pods,
+                                              const std::atomic<bool>& stop) {
+  KubePodList all;
+  std::string continue_token;
+  do {
+    std::string target = pods_path(ns) + "?limit=500";
+    if (!label_selector.empty()) target += "&labelSelector=" + url_query_escape(label_selector);
+    if (!continue_token.empty()) target += "&continue=" + url_query_escape(continue_token);
+    auto body = co_await api.get(std::move(target));
+    if (!body.ok()) co_return body.status();
+    auto page = parse_kube_pod_list(*body);
+    if (!page.ok()) co_return page.status();
+    if (all.items.size() + page->items.size() > max_pods) {
+      co_return resource_exhausted("selector '" + label_selector + "' matches more than " +
+                                   std::to_string(max_pods) + " pods");
+    }
+    for (KubePod& pod : page->items) all.items.push_back(std::move(pod));
+    for (std::string& bad : page->skipped) all.skipped.push_back(std::move(bad));
+    all.resource_version = std::move(page->resource_version);
+    continue_token = std::move(page->continue_token);
+  } while (!continue_token.empty() && !stop.load());
+  co_return all;
+}
+
+net::awaitable<Status> watch_pods(KubeApi& api, std::string ns, std::string label_selector,
+                                  std::string* resource_version, std::chrono::seconds timeout,
+                                  KubePodWatchHandlers handlers, const std::atomic<bool>& stop) {
+  std::string target = pods_path(ns) + "?watch=1&allowWatchBookmarks=true" +
+                       "&timeoutSeconds=" + std::to_string(timeout.count()) +
+                       "&resourceVersion=" + url_query_escape(*resource_version);
+  if (!label_selector.empty()) target += "&labelSelector=" + url_query_escape(label_selector);
+  bool first = true;
+  co_return co_await api.watch(
+      std::move(target),
+      [&](std::string_view line) -> Status {
+        if (first) {  // the stream opened: the API server is back
+          first = false;
+          if (handlers.on_open) handlers.on_open();
+        }
+        auto ev = parse_kube_watch_event(line);
+        if (!ev.ok()) {
+          if (handlers.on_invalid) handlers.on_invalid(ev.status());
+          return ok_status();  // one bad line does not end the stream
+        }
+        using Type = KubeWatchEvent::Type;
+        if (ev->type == Type::kError) {
+          if (ev->error_code == 410) return out_of_range("watch expired: " + ev->error_message);
+          return unavailable("watch error " + std::to_string(ev->error_code) + ": " +
+                             ev->error_message);
+        }
+        if (!ev->pod.resource_version.empty()) *resource_version = ev->pod.resource_version;
+        if (ev->type == Type::kBookmark) return ok_status();
+        if (handlers.on_pod) handlers.on_pod(ev->pod, ev->type != Type::kDeleted);
+        return ok_status();
+      },
+      stop);
+}
+
+net::awaitable<void> list_watch_loop(std::function<net::awaitable<Status>()> list,
+                                     std::function<net::awaitable<Status>()> watch,
+                                     std::function<void(bool, const Status&)> on_connected,
+                                     KubeListWatchOptions options, const std::atomic<bool>& stop) {
+  auto backoff = options.retry_min;
+  auto backoff_wait = [&]() -> net::awaitable<bool> {
+    const bool waited = co_await pause_for(backoff);
+    backoff = std::min(backoff * 2, options.retry_max);
+    co_return waited && !stop.load();
+  };
+  while (!stop.load()) {
+    if (Status s = co_await list(); !s.ok()) {
+      if (stop.load()) break;
+      on_connected(false, s);
+      if (!co_await backoff_wait()) break;
+      continue;
+    }
+    on_connected(true, ok_status());
+    backoff = options.retry_min;
+    const auto reconcile_at = std::chrono::steady_clock::now() + options.reconcile_interval;
+    while (!stop.load() && std::chrono::steady_clock::now() < reconcile_at) {
+      const Status ended = co_await watch();
+      if (stop.load()) break;
+      if (ended.code() == StatusCode::kOutOfRange) {
+        INFERA_LOG(kInfo, "discovery")
+            .msg("k8s watch expired; re-listing")
+            .kv("error", ended.message());
+        break;
+      }
+      // The server's timeoutSeconds, or a quiet stream that outlived the read deadline
+      // (KubeApi::watch): resume from the last version, without calling the API server
+      // unreachable.
+      if (ended.ok()) {
+        backoff = options.retry_min;
+        continue;
+      }
+      on_connected(false, ended);
+      if (!co_await backoff_wait()) break;
+    }
+  }
+}
+
 KubeWorkerSource::KubeWorkerSource(http::EventLoop& loop, std::unique_ptr<KubeApi> api,
                                    KubeSourceOptions options)
     : loop_(loop),
@@ -183,35 +284,18 @@ net::awaitable<Status> KubeWorkerSource::list(Watcher& w) {
   if (!options_.inference_pool.empty() && w.selector.label_selector.empty()) {
     if (Status s = co_await resolve_pool(w); !s.ok()) co_return s;
   }
+  // On failure the routable set stays as it was: keep routing to what was known.
+  auto listed = co_await list_pods(*api_, options_.ns, w.label_selector, options_.max_pods, stop_);
+  if (!listed.ok()) co_return listed.status();
+  for (const std::string& bad : listed->skipped) note_invalid(bad, data_loss("malformed pod"));
   std::map<std::string, WorkerInfo> before = std::move(w.routable);
   w.routable.clear();
-  std::string continue_token;
-  size_t pods = 0;
-  do {
-    std::string target = pods_path(options_.ns) + "?limit=500";
-    if (!w.label_selector.empty()) target += "&labelSelector=" + url_query_escape(w.label_selector);
-    if (!continue_token.empty()) target += "&continue=" + url_query_escape(continue_token);
-    auto body = co_await api_->get(std::move(target));
-    auto parsed = body.ok() ? parse_kube_pod_list(*body) : Result<KubePodList>(body.status());
-    if (!parsed.ok()) {
-      w.routable = std::move(before);  // keep routing to what was known
-      co_return parsed.status();
-    }
-    for (const std::string& bad : parsed->skipped) note_invalid(bad, data_loss("malformed pod"));
-    pods += parsed->items.size();
-    if (pods > options_.max_pods) {
-      w.routable = std::move(before);
-      co_return resource_exhausted("selector '" + w.label_selector + "' matches more than " +
-                                   std::to_string(options_.max_pods) + " pods");
-    }
-    for (const KubePod& pod : parsed->items) apply(w, pod, true);
-    w.resource_version = parsed->resource_version;
-    continue_token = parsed->continue_token;
-  } while (!continue_token.empty() && !stop_.load());
+  for (const KubePod& pod : listed->items) apply(w, pod, true);
+  w.resource_version = listed->resource_version;
   {
     std::lock_guard lock(health_mu_);
     ++health_.resyncs;
-    health_.records = pods;
+    health_.records = listed->items.size();
   }
   // The first list is always delivered, empty or not: the fleet then knows discovery answered.
   if (before != w.routable || !w.listed) publish();
@@ -220,72 +304,30 @@ net::awaitable<Status> KubeWorkerSource::list(Watcher& w) {
 }
 
 net::awaitable<Status> KubeWorkerSource::watch(Watcher& w) {
-  std::string target = pods_path(options_.ns) + "?watch=1&allowWatchBookmarks=true" +
-                       "&timeoutSeconds=" + std::to_string(options_.watch_timeout.count()) +
-                       "&resourceVersion=" + url_query_escape(w.resource_version);
-  if (!w.label_selector.empty()) target += "&labelSelector=" + url_query_escape(w.label_selector);
-  bool first = true;
-  co_return co_await api_->watch(
-      std::move(target),
-      [&](std::string_view line) -> Status {
-        if (first) {  // the stream opened: the API server is back
-          first = false;
-          set_connected(true, ok_status());
-        }
-        auto ev = parse_kube_watch_event(line);
-        if (!ev.ok()) {
-          note_invalid("watch event", ev.status());
-          return ok_status();  // one bad line does not end the stream
-        }
-        using Type = KubeWatchEvent::Type;
-        if (ev->type == Type::kError) {
-          if (ev->error_code == 410) return out_of_range("watch expired: " + ev->error_message);
-          return unavailable("watch error " + std::to_string(ev->error_code) + ": " + ev->error_message);
-        }
-        if (!ev->pod.resource_version.empty()) w.resource_version = ev->pod.resource_version;
-        if (ev->type == Type::kBookmark) return ok_status();
-        if (apply(w, ev->pod, ev->type != Type::kDeleted)) publish();
-        return ok_status();
-      },
-      stop_);
+  KubePodWatchHandlers h;
+  h.on_open = [this] { set_connected(true, ok_status()); };
+  h.on_invalid = [this](const Status& why) { note_invalid("watch event", why); };
+  h.on_pod = [this, &w](const KubePod& pod, bool present) {
+    if (apply(w, pod, present)) publish();
+  };
+  co_return co_await watch_pods(*api_, options_.ns, w.label_selector, &w.resource_version,
+                                options_.watch_timeout, std::move(h), stop_);
 }
 
 net::awaitable<void> KubeWorkerSource::run(size_t index) {
   Watcher& w = *watchers_[index];
-  auto backoff = options_.retry_min;
-  auto backoff_wait = [&]() -> net::awaitable<bool> {
-    const bool waited = co_await pause_for(backoff);
-    backoff = std::min(backoff * 2, options_.retry_max);
-    co_return waited && !stop_.load();
+  KubeListWatchOptions lo;
+  lo.retry_min = options_.retry_min;
+  lo.retry_max = options_.retry_max;
+  lo.reconcile_interval = options_.reconcile_interval;
+  // Named, not temporaries in the co_await's operand (GCC 12, http/awaitable.h).
+  std::function<net::awaitable<Status>()> list_fn = [this, &w] { return list(w); };
+  std::function<net::awaitable<Status>()> watch_fn = [this, &w] { return watch(w); };
+  std::function<void(bool, const Status&)> connected_fn = [this](bool up, const Status& why) {
+    set_connected(up, why);
   };
-  while (!stop_.load()) {
-    if (Status s = co_await list(w); !s.ok()) {
-      if (stop_.load()) break;
-      set_connected(false, s);
-      if (!co_await backoff_wait()) break;
-      continue;
-    }
-    set_connected(true, ok_status());
-    backoff = options_.retry_min;
-    const auto reconcile_at = std::chrono::steady_clock::now() + options_.reconcile_interval;
-    while (!stop_.load() && std::chrono::steady_clock::now() < reconcile_at) {
-      const Status ended = co_await watch(w);
-      if (stop_.load()) break;
-      if (ended.code() == StatusCode::kOutOfRange) {
-        INFERA_LOG(kInfo, "discovery").msg("k8s watch expired; re-listing").kv("error", ended.message());
-        break;
-      }
-      // The server's timeoutSeconds, or a quiet stream that outlived the read deadline
-      // (KubeApi::watch): resume from the last version, without calling the API server
-      // unreachable.
-      if (ended.ok()) {
-        backoff = options_.retry_min;
-        continue;
-      }
-      set_connected(false, ended);
-      if (!co_await backoff_wait()) break;
-    }
-  }
+  co_await list_watch_loop(std::move(list_fn), std::move(watch_fn), std::move(connected_fn), lo,
+                           stop_);
 }
 
 }  // namespace infera::discovery

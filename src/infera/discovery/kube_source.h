@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -25,6 +26,42 @@
 #include "infera/http/event_loop.h"
 
 namespace infera::discovery {
+
+// The pieces of a pod informer, shared by KubeWorkerSource and the router replicas' membership
+// (replica/membership.h). Coroutines on the caller's executor; each call has KubeApi's deadlines.
+
+// Every pod of namespace `ns` matching `label_selector` (empty: all), read 500 a page; more than
+// `max_pods` is kResourceExhausted. The list's resourceVersion is where a watch starts.
+net::awaitable<Result<KubePodList>> list_pods(KubeApi& api, std::string ns,
+                                              std::string label_selector, size_t max_pods,
+                                              const std::atomic<bool>& stop);
+
+struct KubePodWatchHandlers {
+  std::function<void(const KubePod& pod, bool present)> on_pod;  // present = false: deleted
+  std::function<void(const Status& why)> on_invalid;  // a line that did not parse; skipped
+  std::function<void()> on_open;                      // the first line arrived
+};
+// Watches those pods from *resource_version (advanced by each event and bookmark), with
+// bookmarks; the server ends the watch after `timeout`. Ends as KubeApi::watch does; an ERROR
+// event is kOutOfRange when it is 410 (expired: list again), kUnavailable otherwise.
+net::awaitable<Status> watch_pods(KubeApi& api, std::string ns, std::string label_selector,
+                                  std::string* resource_version, std::chrono::seconds timeout,
+                                  KubePodWatchHandlers handlers, const std::atomic<bool>& stop);
+
+struct KubeListWatchOptions {
+  std::chrono::milliseconds retry_min{200};
+  std::chrono::milliseconds retry_max{10'000};
+  std::chrono::seconds reconcile_interval{300};  // full re-list, even when the watch is healthy
+};
+// The informer's loop: list(), then watch() again and again. A watch that ends ok (the server's
+// timeout, a stream quiet past the read deadline) resumes at once; kOutOfRange re-lists; any
+// other failure reports disconnected and backs off (retry_min doubling to retry_max) before
+// resuming; a failed list likewise before listing again; every reconcile_interval, a re-list.
+// on_connected(true) after each good list. Returns once `stop` is set or it is cancelled.
+net::awaitable<void> list_watch_loop(
+    std::function<net::awaitable<Status>()> list, std::function<net::awaitable<Status>()> watch,
+    std::function<void(bool connected, const Status& why)> on_connected,
+    KubeListWatchOptions options, const std::atomic<bool>& stop);
 
 struct KubeSelector {
   std::string label_selector;  // a labelSelector query ("app=vllm,tier in (a,b)")

@@ -26,19 +26,6 @@ bool same_secret(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-std::optional<http::Response> check_admin(const GatewayContext& g, const http::Request& r) {
-  const std::shared_ptr<const std::string> token = g.admin_token.load();  // a reload swaps it
-  if (token->empty()) return std::nullopt;
-  const std::string_view auth = r.header("Authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (auth.size() > kBearer.size() && auth.substr(0, kBearer.size()) == kBearer &&
-      same_secret(auth.substr(kBearer.size()), *token)) {
-    return std::nullopt;
-  }
-  return http::error_response(unauthenticated("a valid admin bearer token is required"),
-                              {.code = "invalid_api_key"});
-}
-
 // Worker ids are host:port; anything else is refused before it reaches a lookup or a log.
 bool valid_worker_id(std::string_view id) {
   if (id.empty() || id.size() > 270) return false;
@@ -228,6 +215,19 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
 
 }  // namespace
 
+std::optional<http::Response> check_admin(const GatewayContext& g, const http::Request& r) {
+  const std::shared_ptr<const std::string> token = g.admin_token.load();  // a reload swaps it
+  if (token->empty()) return std::nullopt;
+  const std::string_view auth = r.header("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.size() > kBearer.size() && auth.substr(0, kBearer.size()) == kBearer &&
+      same_secret(auth.substr(kBearer.size()), *token)) {
+    return std::nullopt;
+  }
+  return http::error_response(unauthenticated("a valid admin bearer token is required"),
+                              {.code = "invalid_api_key"});
+}
+
 void add_public_routes(GatewayContext& g, http::Routes& routes) {
   routes.add(http::Method::kGet, "/v1/models",
              [&g](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
@@ -261,9 +261,10 @@ void add_public_routes(GatewayContext& g, http::Routes& routes) {
   routes.add(http::Method::kGet, "/readyz",
              [&g](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
                const size_t routable = routable_workers(*g.fleet->view());
-               const char* reason = g.draining.load() ? "draining"
-                                    : routable == 0   ? "no routable worker"
-                                                      : nullptr;
+               const char* reason = g.draining.load()           ? "draining"
+                                    : !g.replicas.warm.load()     ? "warming up"
+                                    : routable == 0               ? "no routable worker"
+                                                                  : nullptr;
                if (reason != nullptr) {
                  co_return json_response(
                      503, json::object{{"status", "not ready"}, {"reason", reason}});
@@ -295,6 +296,7 @@ void add_public_routes(GatewayContext& g, http::Routes& routes) {
 }
 
 void add_admin_routes(GatewayContext& g, http::Routes& routes) {
+  add_replica_routes(g, routes);
   routes.add(http::Method::kGet, "/metrics",
              [&g](http::Request& r, http::ResponseWriter&) -> net::awaitable<http::Response> {
                if (auto denied = check_admin(g, r)) co_return std::move(*denied);

@@ -18,6 +18,7 @@
 #include "infera/discovery/source.h"
 #include "infera/events/nats_source.h"
 #include "infera/gateway/fleet.h"
+#include "infera/gateway/replicas.h"
 #include "infera/nats/client.h"
 #include "infera/proxy/forward.h"
 #include "infera/gateway/openai_request.h"
@@ -95,7 +96,13 @@ struct GatewayContext {
   // Requests waiting for a worker below its --max-inflight-per-worker cap (bounded by
   // --max-queue; beyond it, 429 with Retry-After), woken as in-flight calls end.
   SlotQueue slots;
+  // Router replicas: this one's id, the load shared with its siblings, the warm start.
+  ReplicaState replicas;
 };
+
+// The admin API's token check: a 401 response when --admin-token is set and the request does
+// not carry it, else none.
+std::optional<http::Response> check_admin(const GatewayContext& g, const http::Request& r);
 
 // Route handlers: the inference routes (inference.cc), /v1/models, /health, /livez, /readyz
 // and /tokenize (add_public_routes), the admin API and /metrics (admin.cc).

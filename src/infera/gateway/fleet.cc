@@ -226,12 +226,33 @@ FleetMember Fleet::join(const discovery::WorkerInfo& info, std::shared_ptr<Worke
       m.rt->subscriber.reset();
     }
   }
+  seed_stream(m);
   INFERA_LOG(kInfo, "fleet").msg("worker joined").kv("worker", info.id)
       .kv("role", discovery::role_name(info.role)).kv("slot", m.slot)
       .kv("kv_events", event_source(m));
   if (m.endpoint.port != 0) probe(m);
   if (!m.refused()) poller_->start(m);  // a refused worker is never routed: its load is moot
   return m;
+}
+
+void Fleet::seed_stream(const FleetMember& m) {
+  if (!options_.seed) return;
+  const bool has_stream = options_.nats_events != nullptr || m.rt->subscriber != nullptr;
+  if (!has_stream) return;
+  const std::optional<events::StreamSnapshot> copy = options_.seed(m.info.id);
+  if (!copy) return;
+  const bool seeded = options_.nats_events != nullptr ? options_.nats_events->seed(m.slot, *copy)
+                                                      : m.rt->subscriber->seed(*copy);
+  INFERA_LOG(kInfo, "fleet").msg(seeded ? "worker's mirror copied from a sibling replica"
+                                        : "a sibling's copy of the worker's mirror came too late; "
+                                          "its stream catches up through replay")
+      .kv("worker", m.info.id).kv("blocks", copy->dump.gpu.size());
+}
+
+std::optional<events::StreamSnapshot> Fleet::stream_snapshot(const FleetMember& m) const {
+  if (options_.nats_events != nullptr) return options_.nats_events->snapshot(m.slot);
+  if (m.rt->subscriber) return m.rt->subscriber->snapshot();
+  return std::nullopt;
 }
 
 void Fleet::leave(const FleetMember& m) {

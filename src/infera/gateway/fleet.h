@@ -188,6 +188,9 @@ class Fleet {
     // --request-transport nats: the fleet's own calls to workers (/v1/models, /metrics) go
     // through it, as requests do. Null: the HTTP client. Outlives the fleet.
     proxy::Upstream* control = nullptr;
+    // Warm start: a sibling replica's copy of a joining worker's mirror (by worker id), to seed
+    // its new event stream with; none: the stream joins as usual. Called once per join.
+    std::function<std::optional<events::StreamSnapshot>(const std::string& worker)> seed;
   };
 
   // `signals`: where the engines' polled load goes (a departed worker's reading is cleared).
@@ -229,6 +232,9 @@ class Fleet {
 
   // The member's KV-event stream (ZMQ subscriber or NATS source); none when it has no events.
   std::optional<events::StreamStats> event_stats(const FleetMember& member) const;
+  // The member's mirror with the stream positions it reflects (a sibling's warm start); none
+  // when it has no events.
+  std::optional<events::StreamSnapshot> stream_snapshot(const FleetMember& member) const;
   // Where its events come from, for the admin API: the ZMQ endpoint, or the NATS subject.
   std::string event_source(const FleetMember& member) const;
 
@@ -244,6 +250,8 @@ class Fleet {
 
  private:
   FleetMember join(const discovery::WorkerInfo& info, std::shared_ptr<WorkerRuntime> rt);
+  // Seeds the member's new stream from Options::seed, when there is a copy for it.
+  void seed_stream(const FleetMember& m);
   void leave(const FleetMember& member);
   // Refuses the member in a new view (amend); `mark_refused` in one being built (update_mu_
   // held), telling whether it was not refused already.

@@ -277,6 +277,29 @@ Status start_transports(const config::ServerConfig& c, GatewayContext& g) {
   return ok_status();
 }
 
+// The gateway's upkeep, once a second until shutdown: the fleet's (Fleet::maintain), the
+// replicas' heartbeat and silent peers, and handing freed heap back after a burst.
+void run_maintenance(Gateway::Impl& i) {
+  HeapTrimmer trimmer;
+  std::unique_lock lock(i.mu);
+  while (!i.cv.wait_for(lock, std::chrono::seconds(1), [&i] { return i.shut; })) {
+    lock.unlock();
+    i.g->fleet->maintain();
+    if (i.g->replicas.bus) i.g->replicas.bus->tick();
+    // After a burst (thousands of connections' buffers at once) glibc keeps the freed heap:
+    // hand it back once the burst is over (heap.h).
+    uint64_t inflight = 0;
+    for (const FleetMember& m : i.g->fleet->view()->members) inflight += m.rt->inflight.load();
+    if (const auto trim = trimmer.maybe_trim(inflight)) {
+      INFERA_LOG(kInfo, "gateway").msg("returned free heap memory to the system")
+          .kv("rss_before_mb", static_cast<double>(trim->rss_before) / (1 << 20))
+          .kv("rss_after_mb", static_cast<double>(trim->rss_after) / (1 << 20))
+          .kv("took_ms", std::chrono::duration<double, std::milli>(trim->took).count());
+    }
+    lock.lock();
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& config) {
@@ -333,12 +356,15 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   fo.nats_namespace = config.nats_namespace;
   if (config.request_transport == config::RequestTransport::kNats) fo.control = g.transport.get();
   fo.block_size = config.block_size;
+  fo.seed = [&g](const std::string& worker) { return g.replicas.take_seed(worker); };
   fo.max_workers = 1024;
   fo.max_inflight_per_worker = config.max_inflight_per_worker;
   fo.engine_metrics_interval =
       std::chrono::milliseconds(static_cast<int64_t>(config.engine_metrics_interval_s * 1000));
   g.fleet =
       std::make_unique<Fleet>(fo, g.index, g.load, g.engine_signals, *g.loop, *g.upstream, g.clock);
+  g.replicas.router_id = make_router_id();
+  INFERA_RETURN_IF_ERROR(start_load_sharing(config, g));
   add_metric_collectors(g);
 
   http::ServerOptions so;
@@ -362,30 +388,19 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
     INFERA_ASSIGN_OR_RETURN(impl->admin, http::Server::start(*g.loop, ao, std::move(admin_routes)));
   }
 
-  // Discovery last: workers arrive once everything they need exists.
-  g.source->start(
-      [fleet = g.fleet.get()](const discovery::WorkerSetPtr& set) { fleet->update(set); });
+  // Discovery last: workers arrive once everything they need exists, the sibling's copy of the
+  // index included (the warm start; at once when there is no sibling to ask).
+  INFERA_RETURN_IF_ERROR(start_membership(config, g, impl->server->port()));
+  Impl* starting = impl.get();
+  start_warm_start(g, [starting] {
+    if (starting->stopping.load()) return;
+    GatewayContext& gc = *starting->g;
+    gc.source->start(
+        [fleet = gc.fleet.get()](const discovery::WorkerSetPtr& set) { fleet->update(set); });
+  });
 
   Impl* raw = impl.get();
-  impl->maintenance = std::thread([raw] {
-    HeapTrimmer trimmer;
-    std::unique_lock lock(raw->mu);
-    while (!raw->cv.wait_for(lock, std::chrono::seconds(1), [raw] { return raw->shut; })) {
-      lock.unlock();
-      raw->g->fleet->maintain();
-      // After a burst (thousands of connections' buffers at once) glibc keeps the freed heap:
-      // hand it back once the burst is over (heap.h).
-      uint64_t inflight = 0;
-      for (const FleetMember& m : raw->g->fleet->view()->members) inflight += m.rt->inflight.load();
-      if (const auto trim = trimmer.maybe_trim(inflight)) {
-        INFERA_LOG(kInfo, "gateway").msg("returned free heap memory to the system")
-            .kv("rss_before_mb", static_cast<double>(trim->rss_before) / (1 << 20))
-            .kv("rss_after_mb", static_cast<double>(trim->rss_after) / (1 << 20))
-            .kv("took_ms", std::chrono::duration<double, std::milli>(trim->took).count());
-      }
-      lock.lock();
-    }
-  });
+  impl->maintenance = std::thread([raw] { run_maintenance(*raw); });
   INFERA_LOG(kInfo, "gateway")
       .msg("serving")
       .kv("host", config.host)
@@ -410,6 +425,11 @@ void Gateway::shutdown(std::chrono::milliseconds grace) {
   i.cv.notify_all();
   if (i.maintenance.joinable()) i.maintenance.join();
   if (i.g->source) i.g->source->stop();
+  if (i.g->replicas.bus) {
+    i.g->router->set_load_listener(nullptr);
+    i.g->replicas.bus->stop();
+  }
+  if (i.g->replicas.membership) i.g->replicas.membership->stop();
   i.server.reset();
   i.admin.reset();
   if (i.g->loop) i.g->loop->stop();

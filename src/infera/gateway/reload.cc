@@ -91,6 +91,7 @@ void each_setting(Field&& field, LoadField&& load_field) {
   field("--kv-event-transport", &ServerConfig::kv_event_transport);
   field("--nats-server", &ServerConfig::nats_server);
   field("--namespace", &ServerConfig::nats_namespace);
+  field("--peer", &ServerConfig::peers);
   field("--kv-events-bind", &ServerConfig::kv_events_bind);
   field("--max-body-bytes", &ServerConfig::max_body_bytes);
   field("--max-header-bytes", &ServerConfig::max_header_bytes);

@@ -334,6 +334,7 @@ int run_soak(const std::string& workload_name, WorkloadOptions w, HttpRunOptions
 // Everything `infera bench` reads from its flags; the FlagSet points into it.
 struct BenchFlags {
   std::string url, trace, workload_name, json_path, plot_path, name = "server";
+  std::vector<std::string> urls;  // --url, repeatable: url is the first
   HttpRunOptions http;
   WorkloadOptions synthetic;
   TraceOptions replay;
@@ -351,7 +352,11 @@ config::FlagSet bench_flag_set(BenchFlags& b) {
       "Drives a running infera server (or an engine) over HTTP with streaming completions and\n"
       "reports TTFT, inter-token latency, end-to-end latency, throughput, the fleet's prefix\n"
       "hit ratio (from the engines' vllm:prefix_cache_* counters) and the load spread.");
-  f.add("--url", &b.url, "the server or engine to drive", "URL");
+  f.add("--url", &b.urls,
+        "the server or engine to drive; repeat it for router replicas of one fleet: requests "
+        "are spread across them in turn, as a Service does (the fleet's counters are read "
+        "through the first)",
+        "URL");
   f.add("--trace", &b.trace, "Mooncake-format trace to replay", "FILE");
   f.add("--workload", &b.workload_name, "prefix-families, multi-turn, rag or agentic", "NAME");
   f.add("--requests", &b.synthetic.requests, "workload size (trace: the first N requests)", "N");
@@ -517,11 +522,13 @@ int run_bench_command(std::span<const std::string> args) {
     std::printf("%s", f.help().c_str());
     return 0;
   }
+  if (!flags.urls.empty()) flags.url = flags.urls.front();
   if (const Status checked = check_bench_flags(flags); !checked.ok()) {
     std::fprintf(stderr, "infera bench: %s\n", checked.message().c_str());
     return 2;
   }
   flags.http.url = flags.url;
+  if (flags.urls.size() > 1) flags.http.replica_urls.assign(flags.urls.begin() + 1, flags.urls.end());
   flags.http.request_timeout = std::chrono::seconds(flags.timeout_s);
   if (flags.soak.capacity_fraction > 0) {
     flags.synthetic.seed = flags.seed;

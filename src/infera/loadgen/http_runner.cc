@@ -78,37 +78,50 @@ void add_cache_counters(std::string_view metrics_text, FleetCounters& out) {
   out.cache_queries += metrics::sum_of(*samples, "vllm:prefix_cache_queries_total");
 }
 
+// A gateway's /v1/admin/workers: per worker, the requests it routed there and the worker's URL
+// (`urls`, when given). from_admin is false when `ep` is not a gateway.
+net::awaitable<FleetCounters> read_requests(http::Client& client, http::Endpoint ep,
+                                            std::string token,
+                                            std::vector<std::string>* urls = nullptr) {
+  FleetCounters out;
+  auto workers = co_await get_body(client, ep, "/v1/admin/workers", token);
+  if (!workers) co_return out;
+  boost::system::error_code ec;
+  const json::value v = json::parse(*workers, ec);
+  const json::value* list = !ec && v.is_object() ? v.get_object().if_contains("workers") : nullptr;
+  if (list == nullptr || !list->is_array()) co_return out;
+  out.from_admin = true;
+  for (const json::value& w : list->get_array()) {
+    // Whatever the server sends, a shape we do not expect is skipped, never thrown.
+    const json::object* wo = w.if_object();
+    if (wo == nullptr) continue;
+    const json::value* id = wo->if_contains("worker_id");
+    const json::value* n = wo->if_contains("requests");
+    const json::value* url = wo->if_contains("url");
+    if (!id || !id->is_string() || !url || !url->is_string()) continue;
+    out.requests[std::string(id->get_string())] =
+        n && n->is_uint64() ? n->get_uint64()
+                            : (n && n->is_int64() && n->get_int64() > 0
+                                   ? static_cast<uint64_t>(n->get_int64())
+                                   : 0);
+    if (urls) urls->emplace_back(url->get_string());
+  }
+  co_return out;
+}
+
 // The fleet behind `ep`: a gateway's /v1/admin/workers (then each worker's /metrics), or an
 // engine's own /metrics.
 net::awaitable<FleetCounters> read_fleet(http::Client& client, http::Endpoint ep, std::string token) {
-  FleetCounters out;
-  auto workers = co_await get_body(client, ep, "/v1/admin/workers", token);
-  boost::system::error_code ec;
-  if (workers) {
-    const json::value v = json::parse(*workers, ec);
-    const json::value* list = !ec && v.is_object() ? v.get_object().if_contains("workers") : nullptr;
-    if (list != nullptr && list->is_array()) {
-      out.from_admin = true;
-      for (const json::value& w : list->get_array()) {
-        // Whatever the server sends, a shape we do not expect is skipped, never thrown.
-        const json::object* wo = w.if_object();
-        if (wo == nullptr) continue;
-        const json::value* id = wo->if_contains("worker_id");
-        const json::value* n = wo->if_contains("requests");
-        const json::value* url = wo->if_contains("url");
-        if (!id || !id->is_string() || !url || !url->is_string()) continue;
-        out.requests[std::string(id->get_string())] =
-            n && n->is_uint64() ? n->get_uint64()
-                                : (n && n->is_int64() && n->get_int64() > 0
-                                       ? static_cast<uint64_t>(n->get_int64())
-                                       : 0);
-        auto wep = http::parse_endpoint(url->get_string());
-        if (!wep.ok()) continue;
-        auto text = co_await get_body(client, *wep, "/metrics", "");
-        if (text) add_cache_counters(*text, out);
-      }
-      co_return out;
+  std::vector<std::string> urls;
+  FleetCounters out = co_await read_requests(client, ep, token, &urls);
+  if (out.from_admin) {
+    for (const std::string& url : urls) {
+      auto wep = http::parse_endpoint(url);
+      if (!wep.ok()) continue;
+      auto text = co_await get_body(client, *wep, "/metrics", "");
+      if (text) add_cache_counters(*text, out);
     }
+    co_return out;
   }
   auto text = co_await get_body(client, ep, "/metrics", token);
   if (text) add_cache_counters(*text, out);
@@ -151,11 +164,11 @@ struct Shared {
 
 class Runner {
  public:
-  Runner(const Workload& w, const HttpRunOptions& o, http::Endpoint ep, std::string model,
-         http::Client& client, http::EventLoop& loop)
+  Runner(const Workload& w, const HttpRunOptions& o, std::vector<http::Endpoint> eps,
+         std::string model, http::Client& client, http::EventLoop& loop)
       : w_(w),
         o_(o),
-        ep_(std::move(ep)),
+        eps_(std::move(eps)),
         model_(std::move(model)),
         client_(client),
         loop_(loop),
@@ -316,7 +329,8 @@ class Runner {
     http::Request req = completion_request(w_.requests[i], stream);
     s_.started.fetch_add(1);
     const double sent = since(t0_);
-    auto opened = co_await client_.stream(ep_, std::move(req));
+    const http::Endpoint& ep = eps_[next_ep_.fetch_add(1, std::memory_order_relaxed) % eps_.size()];
+    auto opened = co_await client_.stream(ep, std::move(req));
     if (opened.ok() && (opened->status() == 429 || opened->status() == 503)) {
       // Shed by the gateway (its in-flight cap or queue bound): a clean, immediate refusal.
       {
@@ -463,7 +477,8 @@ class Runner {
 
   const Workload& w_;
   const HttpRunOptions& o_;
-  http::Endpoint ep_;
+  std::vector<http::Endpoint> eps_;  // the server, then its other replicas: taken in turn
+  std::atomic<uint64_t> next_ep_{0};
   std::string model_;
   http::Client& client_;
   http::EventLoop& loop_;
@@ -474,8 +489,18 @@ class Runner {
 
 }  // namespace
 
+// Per-worker request counts over every replica (each counts only what it routed).
+void add_replica_requests(FleetCounters& total, const FleetCounters& replica) {
+  for (const auto& [id, n] : replica.requests) total.requests[id] += n;
+}
+
 Result<HttpRunResult> run_http(const Workload& workload, const HttpRunOptions& o) {
   INFERA_ASSIGN_OR_RETURN(http::Endpoint ep, http::parse_endpoint(o.url));
+  std::vector<http::Endpoint> eps = {ep};
+  for (const std::string& url : o.replica_urls) {
+    INFERA_ASSIGN_OR_RETURN(http::Endpoint more, http::parse_endpoint(url));
+    eps.push_back(std::move(more));
+  }
   http::EventLoop loop(std::max(1, o.threads));
   http::ClientOptions co;
   co.response_timeout = o.request_timeout;
@@ -506,14 +531,22 @@ Result<HttpRunResult> run_http(const Workload& workload, const HttpRunOptions& o
       if (id != nullptr && id->is_string()) model = std::string(id->get_string());
     }
   }
-  const FleetCounters before =
-      run_sync<FleetCounters>(loop, [&] { return read_fleet(admin_client, ep, o.admin_token); });
+  auto read_all = [&] {
+    FleetCounters total =
+        run_sync<FleetCounters>(loop, [&] { return read_fleet(admin_client, ep, o.admin_token); });
+    for (size_t i = 1; i < eps.size(); ++i) {
+      const FleetCounters more = run_sync<FleetCounters>(
+          loop, [&] { return read_requests(admin_client, eps[i], o.admin_token); });
+      add_replica_requests(total, more);
+    }
+    return total;
+  };
+  const FleetCounters before = read_all();
 
-  Runner runner(workload, o, ep, model, client, loop);
+  Runner runner(workload, o, eps, model, client, loop);
   runner.run();
   const double elapsed = runner.elapsed();
-  const FleetCounters after =
-      run_sync<FleetCounters>(loop, [&] { return read_fleet(admin_client, ep, o.admin_token); });
+  const FleetCounters after = read_all();
 
   Shared& s = runner.shared();
   HttpRunResult result;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "infera/common/status.h"
 #include "infera/sim/report.h"
@@ -19,6 +20,10 @@ namespace infera::loadgen {
 
 struct HttpRunOptions {
   std::string url;                // http://host:port of the server (or an engine)
+  // More replicas of the same server (router replicas of one fleet): requests go to url and
+  // these in turn, as a Service spreads them; the engines' cache counters are read once
+  // (through url), the per-worker request counts summed over every replica.
+  std::vector<std::string> replica_urls;
   std::string model;              // "" -> the first model the server lists
   uint32_t concurrency = 0;       // 0: open loop at the workload's arrival times
   double ramp_s = 0;              // closed loop: start the C senders evenly over this many seconds

@@ -25,6 +25,8 @@ inline std::string kv_replay_subject(std::string_view ns, std::string_view worke
 inline std::string requests_subject(std::string_view ns, std::string_view worker_id) {
   return std::string(ns) + ".requests." + subject_token(worker_id);
 }
+// NS.router.load: the load changes router replicas share (replica/load_op.h).
+inline std::string router_load_subject(std::string_view ns) { return std::string(ns) + ".router.load"; }
 // The last token of a subject (the worker's token of the subjects above).
 inline std::string_view last_token(std::string_view subject) {
   const size_t dot = subject.rfind('.');

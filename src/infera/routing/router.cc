@@ -166,7 +166,7 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
 
 Result<Router::Routed> Router::route(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
                                      std::span<const kv::WorkerId> candidates, Stage stage) {
-  std::lock_guard lock(route_mu_);
+  std::unique_lock lock(route_mu_);
   INFERA_ASSIGN_OR_RETURN(Decision d, score(seq_hashes, prompt_tokens, candidates, stage));
   const Candidate& c = d.chosen();
   // The winner computes what it neither caches, nor is computing already, nor loads back from a
@@ -177,7 +177,25 @@ Result<Router::Routed> Router::route(std::span<const uint64_t> seq_hashes, uint3
       stage == Stage::kDecode || d.request_blocks <= held ? 0 : d.request_blocks - held;
   const kv::LoadTicket ticket = load_.add(c.worker, seq_hashes, uncached);
   if (predicted_) predicted_->add(c.worker, seq_hashes, c.cache_hits);
+  lock.unlock();
+  if (LoadListener* listener = listener_.load(std::memory_order_acquire)) {
+    listener->on_add(ticket, seq_hashes, uncached, c.cache_hits);
+  }
   return Routed{std::move(d), ticket};
+}
+
+void Router::prefill_done(kv::LoadTicket ticket) {
+  if (!load_.prefill_done(ticket)) return;
+  if (LoadListener* listener = listener_.load(std::memory_order_acquire)) {
+    listener->on_prefill_done(ticket);
+  }
+}
+
+void Router::release(kv::LoadTicket ticket) {
+  if (!load_.release(ticket)) return;
+  if (LoadListener* listener = listener_.load(std::memory_order_acquire)) {
+    listener->on_release(ticket);
+  }
 }
 
 }  // namespace infera::routing

@@ -66,6 +66,20 @@ struct Decision {
   kv::WorkerId worker() const { return table[winner].worker; }
 };
 
+// Told of each change route(), prefill_done() and release() make to the active load, right after
+// it is made and outside the router's locks: router replicas share these changes
+// (replica/load_bus.h). Called on the request's thread; must not block.
+class LoadListener {
+ public:
+  virtual ~LoadListener() = default;
+  // A request was routed: `seq_hashes` registered on ticket.worker, `uncached` of them to
+  // compute there, its predicted-on-route entries starting after `cached` confirmed hits.
+  virtual void on_add(kv::LoadTicket ticket, std::span<const uint64_t> seq_hashes,
+                      uint32_t uncached, uint32_t cached) = 0;
+  virtual void on_prefill_done(kv::LoadTicket ticket) = 0;
+  virtual void on_release(kv::LoadTicket ticket) = 0;
+};
+
 class Router {
  public:
   // `predicted` (optional) holds the predicted-on-route entries: read as hits, and written
@@ -105,8 +119,14 @@ class Router {
   Result<Routed> route(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
                        std::span<const kv::WorkerId> candidates, Stage stage = Stage::kAggregated);
 
-  void prefill_done(kv::LoadTicket ticket) { load_.prefill_done(ticket); }
-  void release(kv::LoadTicket ticket) { load_.release(ticket); }
+  void prefill_done(kv::LoadTicket ticket);
+  void release(kv::LoadTicket ticket);
+
+  // Who hears of each load change (null: nobody). Set once, before requests are routed, or
+  // swapped between them; the listener must outlive the router or be unset first.
+  void set_load_listener(LoadListener* listener) {
+    listener_.store(listener, std::memory_order_release);
+  }
 
  private:
   Router(RouterOptions options, std::unique_ptr<Policy> policy, kv::KvIndex& index,
@@ -126,6 +146,7 @@ class Router {
   // Otherwise two siblings of a burst routed at once on two threads would both decide before
   // either registered, and land apart. Held for one decision (microseconds, no I/O).
   SpinMutex route_mu_;
+  std::atomic<LoadListener*> listener_{nullptr};
   std::unique_ptr<Policy> policy_;
   Rng rng_;
 };

@@ -1,0 +1,227 @@
+// Router replicas end to end (issue 24, docs/scale-out.md): three `infera server` processes over
+// one real nats-server in front of four mock engines, clients spread across them. The shared
+// prefix families land on their cached worker whichever replica takes the request; a replica
+// scores with its siblings' in-flight load; garbage on the load subject is ignored and counted;
+// a replica killed mid-run loses only its own in-flight requests (clients retry on a sibling),
+// its load leaves the others' view when it falls silent, and a new replica copies the index
+// from a ready sibling before it says it is ready (FAULT_ROW, docs/reliability.md).
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <future>
+#include <thread>
+
+#include "infera/nats/client.h"
+#include "infera/nats/url.h"
+#include "tests/e2e/e2e_support.h"
+#include "tests/support/nats_process.h"
+
+namespace infera::e2e {
+namespace {
+
+std::vector<std::string> nats_flags(const testing::NatsProcess& n) {
+  return {"--request-transport", "nats", "--kv-event-transport", "nats", "--nats-server", n.url()};
+}
+
+json::value routers(uint16_t port) {
+  const Reply r = get(port, "/v1/admin/routers");
+  EXPECT_EQ(r.status, 200) << r.body;
+  return parse_json(r.body);
+}
+
+size_t peer_count(uint16_t port) {
+  const json::value v = routers(port);
+  const json::value* peers = find(v, "peers");
+  return peers && peers->is_array() ? peers->get_array().size() : 0;
+}
+
+class ReplicasE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto n = testing::NatsProcess::start();
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    nats_ = std::move(*n);
+    for (int i = 0; i < 4; ++i) {
+      std::vector<std::string> flags = nats_flags(*nats_);
+      flags.insert(flags.end(), {"--speedup-ratio", "0.5"});
+      engines_.push_back(start_engine("rep_engine" + std::to_string(i), flags));
+      ASSERT_TRUE(engines_.back()->ready()) << engines_.back()->log();
+    }
+    for (int i = 0; i < 3; ++i) {
+      servers_.push_back(start_replica("rep_server" + std::to_string(i)));
+      ASSERT_TRUE(servers_.back()->ready()) << servers_.back()->log();
+    }
+    for (const auto& s : servers_) {
+      ASSERT_TRUE(eventually([&] {
+        auto w = workers(s->port());
+        return w && w->size() == 4 && peer_count(s->port()) == servers_.size() - 1;
+      })) << s->log();
+    }
+  }
+
+  std::unique_ptr<InferaProcess> start_replica(const std::string& name,
+                                               std::vector<std::string> extra = {}) {
+    std::vector<std::string> flags = nats_flags(*nats_);
+    for (const auto& e : engines_) flags.insert(flags.end(), {"--worker", e->url()});
+    flags.insert(flags.end(), {"--router-policy", "kv-aware", "--upstream-first-byte-timeout-s", "10"});
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    return start_server(name, flags);
+  }
+
+  std::optional<testing::NatsProcess> nats_;
+  std::vector<std::unique_ptr<InferaProcess>> engines_;
+  std::vector<std::unique_ptr<InferaProcess>> servers_;
+};
+
+TEST_F(ReplicasE2eTest, SharedPrefixFamiliesLandOnTheirCachedWorkerWhicheverReplicaTakesThem) {
+  constexpr int kFamilies = 4;
+  std::vector<std::vector<uint32_t>> prefixes;
+  std::vector<std::string> home(kFamilies);
+  for (int f = 0; f < kFamilies; ++f) prefixes.push_back(token_ids(1000 + f, 256));
+  int hits = 0, follow_ups = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (int f = 0; f < kFamilies; ++f) {
+      const uint16_t port = servers_[static_cast<size_t>((round + f) % 3)]->port();
+      const Routed r = send_traced(port, concat(prefixes[f], token_ids(50 + round * 10 + f, 32)));
+      ASSERT_EQ(r.status, 200);
+      if (round == 0) {
+        home[f] = r.worker;
+        continue;
+      }
+      ++follow_ups;
+      EXPECT_EQ(r.worker, home[f]) << "family " << f << " round " << round;
+      if (r.cached_tokens >= 256) ++hits;
+    }
+  }
+  EXPECT_EQ(hits, follow_ups);
+}
+
+TEST_F(ReplicasE2eTest, AReplicaScoresWithItsSiblingsInFlightLoad) {
+  // A long stream through replica 0; replica 1 routed nothing, yet sees it on the worker.
+  auto stream = std::async(std::launch::async, [&] {
+    return post(servers_[0]->port(), "/v1/completions",
+                completion_body(token_ids(7, 64), 400, /*stream=*/true));
+  });
+  std::string busy;
+  ASSERT_TRUE(eventually([&] {
+    auto own = workers(servers_[0]->port());
+    auto sibling = workers(servers_[1]->port());
+    if (!own || !sibling) return false;
+    for (const auto& [id, w] : *own) {
+      if (w.inflight == 1 && sibling->at(id).active_requests == 1 && sibling->at(id).inflight == 0) {
+        busy = id;
+        return true;
+      }
+    }
+    return false;
+  })) << servers_[1]->log();
+  const json::value v = routers(servers_[1]->port());
+  EXPECT_GE(int_at(v, "load_sharing/outcomes/applied"), 1) << json::serialize(v);
+  const Reply done = stream.get();
+  EXPECT_EQ(done.status, 200);
+  EXPECT_TRUE(done.complete);
+  EXPECT_TRUE(eventually([&] {
+    auto sibling = workers(servers_[1]->port());
+    return sibling && sibling->at(busy).active_requests == 0;
+  }));
+}
+
+TEST_F(ReplicasE2eTest, GarbageOnTheLoadSubjectIsIgnoredAndCounted) {
+  auto servers = nats::parse_server_urls(nats_->url());
+  ASSERT_TRUE(servers.ok());
+  nats::ClientOptions o;
+  o.servers = *servers;
+  nats::Client peer(o);
+  ASSERT_TRUE(peer.connect().ok());
+  // Not msgpack; a map of another version; an op nobody knows; an add naming no known worker.
+  const std::string garbage = "\xc1\x00garbage";
+  const std::string v2 = "\x83\xa1" "v\x02\xa9" "router_id\xa4" "evil\xa3" "seq\x01";
+  const std::string unknown_op =
+      "\x84\xa1" "v\x01\xa9" "router_id\xa4" "evil\xa3" "seq\x01\xa2" "op\xa5" "steal";
+  for (const std::string& p : {garbage, v2, unknown_op}) ASSERT_TRUE(peer.publish("infera.router.load", p).ok());
+  ASSERT_TRUE(peer.flush().ok());
+  for (const auto& s : servers_) {
+    EXPECT_TRUE(eventually([&] { return int_at(routers(s->port()), "load_sharing/malformed") >= 3; }))
+        << json::serialize(routers(s->port()));
+  }
+  // Routing carries on.
+  EXPECT_EQ(send_traced(servers_[2]->port(), token_ids(9, 64)).status, 200);
+  EXPECT_EQ(peer_count(servers_[0]->port()), 2u);  // no peer was made of the garbage
+}
+
+// FAULT_ROW: a replica killed with a stream in flight. Its client sees the stream cut (it fails
+// clean: the answer is incomplete, never a wrong one) and retries on a sibling; the sibling's
+// view drops the dead replica's load once it falls silent; a new replica copies the index from
+// a ready sibling and is ready only once warm, its cache view equal to the sibling's.
+TEST_F(ReplicasE2eTest, AKilledReplicaLosesOnlyItsOwnStreamAndANewOneStartsWarm) {
+  const std::vector<uint32_t> prefix = token_ids(77, 256);
+  ASSERT_EQ(send_traced(servers_[1]->port(), concat(prefix, token_ids(78, 16))).status, 200);
+  int sent = 0, ok = 0, retried = 0, failed_clean = 0, lost = 0;
+  ++sent;
+  auto stream = std::async(std::launch::async, [&] {
+    return post(servers_[0]->port(), "/v1/completions",
+                completion_body(token_ids(79, 64), 2000, /*stream=*/true));
+  });
+  std::string busy;
+  ASSERT_TRUE(eventually([&] {
+    auto sibling = workers(servers_[1]->port());
+    if (!sibling) return false;
+    for (const auto& [id, w] : *sibling) {
+      if (w.active_requests == 1 && w.inflight == 0) busy = id;
+    }
+    return !busy.empty();
+  }));
+  servers_[0]->process().signal(SIGKILL);
+  const Reply cut = stream.get();
+  if (cut.status == 200 && cut.complete) {
+    ++ok;  // finished before the kill landed
+  } else {
+    ++failed_clean;
+    // The client retries on a sibling.
+    const Reply again = post(servers_[1]->port(), "/v1/completions",
+                             completion_body(token_ids(79, 64), 8, /*stream=*/true));
+    if (again.status == 200 && again.complete) {
+      ++retried;
+    } else {
+      ++lost;
+    }
+  }
+  // Everything else keeps working through the survivors.
+  for (int i = 0; i < 4; ++i) {
+    ++sent;
+    const Reply r = post(servers_[1 + i % 2]->port(), "/v1/completions",
+                         completion_body(concat(prefix, token_ids(90 + i, 16)), 4));
+    (r.status == 200 ? ok : lost) += 1;
+  }
+  // The dead replica's load leaves the sibling's view once it is silent.
+  EXPECT_TRUE(eventually([&] {
+    auto sibling = workers(servers_[1]->port());
+    return sibling && sibling->at(busy).active_requests == 0 && peer_count(servers_[1]->port()) == 1;
+  }, Ms(20'000))) << json::serialize(routers(servers_[1]->port()));
+
+  // A new replica, told of a sibling, copies its index before it is ready.
+  auto fresh = start_replica("rep_server_new", {"--peer", servers_[1]->url()});
+  ASSERT_TRUE(fresh->ready()) << fresh->log();
+  ASSERT_TRUE(eventually([&] { return get(fresh->port(), "/readyz").status == 200; })) << fresh->log();
+  const json::value v = routers(fresh->port());
+  EXPECT_EQ(string_at(v, "warm_start/source"), servers_[1]->url()) << json::serialize(v);
+  EXPECT_EQ(int_at(v, "warm_start/workers"), 4) << json::serialize(v);
+  EXPECT_GT(int_at(v, "warm_start/blocks"), 0) << json::serialize(v);
+  const json::value* took = find(v, "warm_start/took_s");
+  ASSERT_NE(took, nullptr);
+  EXPECT_LT(took->to_number<double>(), 2.0);
+  for (const auto& e : engines_) {
+    EXPECT_EQ(block_count(fresh->port(), e->id()), block_count(servers_[1]->port(), e->id())) << e->id();
+  }
+  // Its copy is used: the prefix cached before it started hits on its first request.
+  const Routed hit = send_traced(fresh->port(), concat(prefix, token_ids(99, 16)));
+  EXPECT_GE(hit.cached_tokens, 256);
+  EXPECT_EQ(lost, 0);
+  std::printf("FAULT_ROW {\"fault\":\"router replica killed mid-stream; a new one warm-starts\","
+              "\"sent\":%d,\"succeeded\":%d,\"retried\":%d,\"failed_clean\":%d,\"lost\":%d,"
+              "\"max_latency_ms\":0}\n",
+              sent, ok, retried, failed_clean, lost);
+}
+
+}  // namespace
+}  // namespace infera::e2e
