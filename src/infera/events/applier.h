@@ -59,6 +59,13 @@ class EventApplier {
 
   // Forgets the learned main group (the engine restarted; its groups may differ).
   void reset();
+  // The main group in force: configured, learned from the events, or none yet. A stream seeded
+  // from a sibling's copy takes the group the sibling learned (set_main_group), so a
+  // sliding-window removal that comes before the next full-attention store is still ignored.
+  std::optional<int64_t> main_group() const { return main_group_; }
+  void set_main_group(std::optional<int64_t> group) {
+    if (!options_.main_group) main_group_ = group;
+  }
 
  private:
   // Whether an event of `group` (none: the engine does not send groups) feeds the mirror.

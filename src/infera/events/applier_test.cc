@@ -153,6 +153,24 @@ TEST_F(EventApplierTest, MainGroupIsTheFirstFullAttentionGroup) {
   EXPECT_EQ(hits(t), 1u);
 }
 
+TEST_F(EventApplierTest, ASeededMainGroupIgnoresSlidingWindowRemovalsFromTheStart) {
+  // A sibling replica learned group 0; a stream seeded from its copy starts with group 0, so the
+  // sliding window's removal, which arrives before any new store, leaves the mirror alone.
+  const auto t = tokens(600, 1);
+  BlockStored full = stored({61}, std::nullopt, t);
+  full.group_idx = 0;
+  full.kv_cache_spec_kind = "full_attention";
+  apply(full);
+  EXPECT_EQ(applier_.main_group(), std::optional<int64_t>(0));
+  applier_.reset();
+  EXPECT_EQ(applier_.main_group(), std::nullopt);
+  applier_.set_main_group(0);
+  apply(removed({61}, "GPU", 1));
+  EXPECT_EQ(hits(t), 1u);
+  apply(removed({61}, "GPU", 0));
+  EXPECT_EQ(hits(t), 0u);
+}
+
 TEST_F(EventApplierTest, TokenlessLowerTierStoresAttachToKnownBlocks) {
   const auto t = tokens(700, 2);
   apply(stored({51, 52}, std::nullopt, t));

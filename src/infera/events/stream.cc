@@ -268,6 +268,7 @@ StreamSnapshot WorkerStream::snapshot() const {
   out.stale = state() != SubscriberState::kLive || interrupted_ || verifying ||
               index_.is_stale(options_.worker);
   if (!out.stale) out.dump = index_.export_worker(options_.worker);
+  out.main_group = applier_.main_group();
   return out;
 }
 
@@ -281,6 +282,7 @@ bool WorkerStream::seed(const StreamSnapshot& snapshot) {
   }
   if (!index_.import_worker(options_.worker, snapshot.dump)) return false;
   applier_.reset();
+  applier_.set_main_group(snapshot.main_group);
   ranks_.clear();
   for (const RankPosition& p : snapshot.ranks) {
     Rank r{p.dp_rank};

@@ -85,6 +85,9 @@ struct StreamSnapshot {
   // The mirror is not to be copied (stale, stopped, interrupted by a stop, or waiting to verify
   // a reconnected publisher); `dump` is then empty.
   bool stale = false;
+  // The KV-cache group the mirror follows, as the stream learned it (hybrid models; none: not
+  // learned, or the engine sends no groups).
+  std::optional<int64_t> main_group;
   kv::WorkerDump dump;
 };
 

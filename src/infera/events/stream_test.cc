@@ -478,6 +478,35 @@ TEST_F(SeededStreamTest, NextSequenceAfterSeedingAppliesWithoutReplay) {
   EXPECT_EQ(seeded->stats().gaps, 0u);
 }
 
+TEST_F(SeededStreamTest, TheLearnedMainGroupTravelsWithTheSnapshot) {
+  // A hybrid model: group 0 full attention (the mirror's), group 1 a sliding window that drops
+  // its copy early. The seeded stream knows group 0 from the copy, so the window's removal that
+  // arrives first leaves the mirror alone, as it does on the sibling.
+  FakeEngine engine;
+  auto s = make(&engine);
+  BlockStored full;
+  full.block_hashes = {7000};
+  for (uint32_t i = 0; i < kBs; ++i) full.token_ids.push_back(900 + i);
+  full.block_size = kBs;
+  full.medium = "GPU";
+  full.group_idx = 0;
+  full.kv_cache_spec_kind = "full_attention";
+  deliver(*s, engine.publish({full}));
+  const StreamSnapshot snap = s->snapshot();
+  EXPECT_EQ(snap.main_group, std::optional<int64_t>(0));
+  auto seeded = make_fresh(&engine);
+  ASSERT_TRUE(seeded->seed(snap));
+  BlockRemoved window;
+  window.block_hashes = {7000};
+  window.medium = "GPU";
+  window.group_idx = 1;
+  const auto removal = engine.publish({window});
+  deliver(*s, removal);
+  deliver(*seeded, removal);
+  EXPECT_EQ(fresh_.block_count(kWorker), 1u);
+  EXPECT_TRUE(same_mirror(full.token_ids));
+}
+
 TEST_F(SeededStreamTest, SequenceAtOrBelowTheSnapshotsLastIsARestart) {
   FakeEngine first;
   auto s = make(&first);

@@ -70,7 +70,7 @@ void write_lower(MsgpackWriter& w, const std::vector<WorkerDump::LowerEntry>& en
 
 void write_worker(MsgpackWriter& w, const WorkerSnapshot& worker, std::vector<uint8_t>& bin) {
   const events::StreamSnapshot& s = worker.stream;
-  w.map(6);
+  w.map(s.main_group ? 7u : 6u);
   w.str("name");
   w.str(worker.name);
   w.str("stale");
@@ -88,6 +88,10 @@ void write_worker(MsgpackWriter& w, const WorkerSnapshot& worker, std::vector<ui
       w.str("publisher_id");
       w.bin(r.publisher_id);
     }
+  }
+  if (s.main_group) {
+    w.str("main_group");
+    w.sint(*s.main_group);
   }
   w.str(kTierKeys[0]);
   write_gpu(w, s.dump.gpu, bin);
@@ -276,6 +280,11 @@ Status Decoder::read_worker(WorkerSnapshot& out, uint64_t& total_blocks) {
     } else if (k == "ranks") {
       INFERA_RETURN_IF_ERROR(once(seen, 4, k));
       INFERA_RETURN_IF_ERROR(read_ranks(out.stream.ranks));
+    } else if (k == "main_group") {
+      INFERA_RETURN_IF_ERROR(once(seen, 64, k));
+      events::MsgpackInt g;
+      if (!r_.read_int(g)) return malformed("main_group is not an integer");
+      out.stream.main_group = static_cast<int64_t>(g.bits);
     } else if (tier != std::end(kTierKeys)) {
       const size_t t = static_cast<size_t>(tier - std::begin(kTierKeys));
       INFERA_RETURN_IF_ERROR(once(seen, 8u << t, k));

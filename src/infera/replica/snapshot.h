@@ -2,8 +2,8 @@
 // start): each worker's mirror with the KV-event positions it reflects (events::StreamSnapshot),
 // so that the new replica's WorkerStream, seeded with it, repairs what followed by replay.
 // Wire form: msgpack (events/msgpack.h), a map {"version", "router_id", "block_size",
-// "workers": [{"name", "stale", "ranks": [{"dp_rank", "last", "publisher_id"?}], "gpu", "cpu",
-// "disk"}]} whose tiers are bins of packed little-endian records (20 bytes per GPU block, 21 per
+// "workers": [{"name", "stale", "ranks": [{"dp_rank", "last", "publisher_id"?}], "main_group"?,
+// "gpu", "cpu", "disk"}]} whose tiers are bins of packed little-endian records (20 bytes per GPU block, 21 per
 // lower-tier block: about 20 MB for a million blocks). decode_snapshot() reads untrusted bytes:
 // it never throws, bounds every size before allocating and skips unknown keys.
 // Plain functions over values: any thread.

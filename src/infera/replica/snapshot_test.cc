@@ -31,6 +31,7 @@ IndexSnapshot sample() {
   WorkerSnapshot a;
   a.name = "10.0.0.1:8000";
   a.stream.ranks = {{0, 41, true, id_of('x')}, {-1, 7, false, {}}};
+  a.stream.main_group = 3;  // a hybrid model's learned full-attention group
   a.stream.dump.gpu = {{1, 101, 1}, {2, 101, 3}, {UINT64_MAX, 0, 1}};
   a.stream.dump.lower[0] = {{5, 105, 2, true}, {6, 0, 1, false}};
   a.stream.dump.lower[1] = {{9, UINT64_MAX - 1, 1, true}};
@@ -51,6 +52,7 @@ void expect_same(const IndexSnapshot& a, const IndexSnapshot& b) {
     const events::StreamSnapshot& y = b.workers[w].stream;
     EXPECT_EQ(a.workers[w].name, b.workers[w].name);
     EXPECT_EQ(x.stale, y.stale);
+    EXPECT_EQ(x.main_group, y.main_group);
     ASSERT_EQ(x.ranks.size(), y.ranks.size());
     for (size_t r = 0; r < x.ranks.size(); ++r) {
       EXPECT_EQ(x.ranks[r].dp_rank, y.ranks[r].dp_rank);
