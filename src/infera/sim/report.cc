@@ -123,6 +123,13 @@ std::string to_json(const RunReport& report) {
       o["decode_hit_ratio"] = round(p.decode_hit_ratio);
       o["kv_pulled_blocks"] = p.kv_pulled_blocks;
     }
+    if (p.decision_p50_us >= 0) {
+      o["decision_p50_us"] = round(p.decision_p50_us);
+      o["decision_p99_us"] = round(p.decision_p99_us);
+    }
+    if (p.index_bytes_per_worker >= 0) {
+      o["index_bytes_per_worker"] = std::round(p.index_bytes_per_worker);
+    }
     policies[name] = std::move(o);
   }
   json::object root;
@@ -147,16 +154,30 @@ std::string to_json(const RunReport& report) {
 std::string format_table(const RunReport& report) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof(line), "%-22s %8s %10s %10s %10s %8s %9s %9s %10s %7s %6s\n", "policy",
-                "hit", "ttft p50", "ttft p90", "ttft p99", "itl p50", "e2e p50", "req/s",
+  // Rows like "kv-aware:prefill-aware (8 routers, sync 5 ms)" widen the first column.
+  int width = 22;
+  for (const auto& [name, p] : report.policies) {
+    width = std::max(width, static_cast<int>(std::min<size_t>(name.size(), 200)));
+  }
+  std::snprintf(line, sizeof(line), "%-*s %8s %10s %10s %10s %8s %9s %9s %10s %7s %6s\n", width,
+                "policy", "hit", "ttft p50", "ttft p90", "ttft p99", "itl p50", "e2e p50", "req/s",
                 "out tok/s", "spread", "errors");
   out += line;
   for (const auto& [name, p] : report.policies) {
     std::snprintf(line, sizeof(line),
-                  "%-22s %7.1f%% %8.1fms %8.1fms %8.1fms %6.1fms %7.0fms %9.2f %10.0f %7.2f %6llu\n",
-                  name.c_str(), p.hit_ratio * 100, p.ttft_p50_ms, p.ttft_p90_ms, p.ttft_p99_ms,
-                  p.itl_p50_ms, p.e2e_p50_ms, p.throughput_rps, p.output_tok_s, p.load_spread,
-                  static_cast<unsigned long long>(p.errors));
+                  "%-*s %7.1f%% %8.1fms %8.1fms %8.1fms %6.1fms %7.0fms %9.2f %10.0f %7.2f %6llu\n",
+                  width, name.c_str(), p.hit_ratio * 100, p.ttft_p50_ms, p.ttft_p90_ms,
+                  p.ttft_p99_ms, p.itl_p50_ms, p.e2e_p50_ms, p.throughput_rps, p.output_tok_s,
+                  p.load_spread, static_cast<unsigned long long>(p.errors));
+    out += line;
+  }
+  for (const auto& [name, p] : report.policies) {
+    if (p.decision_p50_us < 0) continue;
+    std::snprintf(line, sizeof(line),
+                  "%-*s router: decision p50 %.1f us, p99 %.1f us (wall clock); index %.0f bytes "
+                  "per worker\n",
+                  width, name.c_str(), p.decision_p50_us, p.decision_p99_us,
+                  p.index_bytes_per_worker);
     out += line;
   }
   for (const auto& [name, p] : report.policies) {

@@ -2,7 +2,8 @@
 //   {"policies": {"<name>": {"hit_ratio", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms",
 //    "itl_p50_ms", "e2e_p50_ms", "throughput_rps", "output_tok_s", "load_spread", "errors"}},
 //    "bounds": {"infinite_cache_hit_ratio", "pooled_lru_hit_ratio"}}
-// (plus "ttft_lower_bound_p50_ms", "_p90_ms", "_p99_ms" in bounds when the simulator computed them)
+// (plus "ttft_lower_bound_p50_ms", "_p90_ms", "_p99_ms" in bounds when the simulator computed them,
+// and per policy "decision_p50_us", "decision_p99_us" and "index_bytes_per_worker" from the sim)
 // plus extra fields (per-worker requests, a TTFT CDF for plots, the run's settings). A
 // RunRecorder collects per-request observations (from real HTTP or virtual time) and
 // summarises them. Not thread-safe: one recorder per run, fed by one thread.
@@ -23,7 +24,7 @@ struct PolicyReport {
   double e2e_p50_ms = 0;
   double throughput_rps = 0;  // completed requests / run duration
   double output_tok_s = 0;
-  double load_spread = 0;  // max / mean requests per worker
+  double load_spread = 0;  // max / mean requests per worker (1: even)
   uint64_t errors = 0;
   // Refused at once with 429 or 503 (the gateway shedding load): answered, not lost; counted
   // apart from errors.
@@ -48,6 +49,11 @@ struct PolicyReport {
   double prefill_hit_ratio = -1;
   double decode_hit_ratio = -1;
   uint64_t kv_pulled_blocks = 0;
+  // The sim's router (-1 otherwise): wall-clock time of one Router::route (real clock, so not
+  // deterministic), and the KV index's memory per worker (KvIndex::memory_bytes() / workers, the
+  // largest seen: at each engine poll and at the end; ActiveLoad and PredictedBlocks not counted).
+  double decision_p50_us = -1, decision_p99_us = -1;
+  double index_bytes_per_worker = -1;
 };
 
 struct Bounds {

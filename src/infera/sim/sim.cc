@@ -13,9 +13,6 @@
 #include "infera/events/applier.h"
 #include "infera/kv/active_load.h"
 #include "infera/kv/block_hash.h"
-#include "infera/kv/engine_signals.h"
-#include "infera/kv/index.h"
-#include "infera/kv/predicted_blocks.h"
 
 namespace infera::sim {
 namespace {
@@ -29,6 +26,7 @@ double seconds(Nanos t) { return to_seconds(t); }
 struct Live {
   size_t spec = 0;
   routing::Stage stage = routing::Stage::kAggregated;
+  uint32_t router = 0;  // the replica that routed it (both stages)
   uint32_t worker = 0;
   kv::LoadTicket ticket;
   double arrival_s = 0;
@@ -53,9 +51,8 @@ double stage_hit_ratio(const std::vector<std::unique_ptr<engine::EngineCore>>& e
   return queries ? static_cast<double>(hits) / static_cast<double>(queries) : 0;
 }
 
-// One simulation: the routing core, the fleet of engines and the discrete-event loop between
-// them. The members refer to each other (the router to the index, the index to the predicted
-// blocks), so it is built in place and neither copied nor moved.
+// One simulation: the routing core (one router or several replicas), the fleet of engines and
+// the discrete-event loop between them. Built in place, neither copied nor moved.
 class Simulation {
  public:
   Simulation(const Workload& workload, const SimOptions& options,
@@ -66,12 +63,6 @@ class Simulation {
         disagg_(disaggregated(options)),
         workers_(fleet_size(options)),
         bs_(engine_config.block_size),
-        predicted_(kv::PredictedBlocks::Options{from_seconds(options.router.load.predicted_ttl_s),
-                                                workers_},
-                   clock_),
-        index_(kv::KvIndex::Options{bs_, workers_, &predicted_}),
-        load_(kv::ActiveLoad::Options{from_seconds(options.active_block_ttl_s), workers_}, clock_),
-        signals_(workers_, clock_),
         dependencies_(workload),
         recorder_(workers_),
         poll_every_(from_seconds(options.engine_metrics_interval_s)),
@@ -79,19 +70,24 @@ class Simulation {
   Simulation(const Simulation&) = delete;
   Simulation& operator=(const Simulation&) = delete;
 
-  // The router for `policy`, then the engines it routes among.
+  // The routers for `policy`, then the engines they route among.
   Status build(std::string_view policy) {
-    routing::RouterOptions router_options = options_.router;
-    router_options.policy = std::string(policy);
-    router_options.load.engine_poll_interval_s = options_.engine_metrics_interval_s;
-    INFERA_ASSIGN_OR_RETURN(
-        router_, routing::Router::create(router_options, index_, load_, &predicted_, &signals_));
+    RouterGroupOptions group;
+    group.workers = workers_;
+    group.block_size = bs_;
+    group.routers = options_.routers;
+    group.sync = options_.sync_routers;
+    group.sync_latency = std::chrono::duration_cast<Nanos>(
+        std::chrono::duration<double, std::milli>(options_.router_sync_latency_ms));
+    group.active_ttl = from_seconds(options_.active_block_ttl_s);
+    group.router = options_.router;
+    group.router.policy = std::string(policy);
+    group.router.load.engine_poll_interval_s = options_.engine_metrics_interval_s;
+    INFERA_ASSIGN_OR_RETURN(routers_, RouterGroup::create(std::move(group), clock_));
     for (uint32_t w = 0; w < workers_; ++w) {
-      index_.add_worker(w);
       engine::EngineConfig c = engine_config_;
       c.output_seed = engine_config_.output_seed + w;
       engines_.push_back(std::make_unique<engine::EngineCore>(c, clock_));
-      appliers_.emplace_back(index_, w);
       (disagg_ && w >= options_.prefill_workers ? decode_stage_ : first_stage_).push_back(w);
     }
     return ok_status();
@@ -109,14 +105,17 @@ class Simulation {
       for (const auto& e : engines_) {
         if (auto next = e->next_event_time()) t = std::min(t, *next);
       }
+      if (auto next = routers_->next_delivery()) t = std::min(t, *next);
       if (t == kNever) break;
       if (poll_every_.count() > 0) t = std::min(t, next_poll_);
       if (t > clock_.now()) clock_.set(t);
       // Engines first, so that the index holds what the fleet cached up to now.
       poll_engines();
+      routers_->deliver_due();
       poll_engine_metrics();
       admit_ready();
     }
+    sample_index_memory();
   }
 
   SimResult result() const {
@@ -130,14 +129,23 @@ class Simulation {
         result.report.kv_pulled_blocks += e->metrics().kv_pulled_blocks;
       }
     }
+    std::vector<double> decisions(decision_s_.begin(), decision_s_.end());
+    if (!decisions.empty()) {
+      result.report.decision_p50_us = quantile(decisions, 0.5) * 1e6;
+      result.report.decision_p99_us = quantile(decisions, 0.99) * 1e6;
+    }
+    result.report.index_bytes_per_worker =
+        static_cast<double>(index_peak_bytes_) / static_cast<double>(workers_);
     result.engine_steps = steps_;
+    result.sync = routers_->sync_stats();
     return result;
   }
 
  private:
   void finish(engine::RequestId id, Live& l, double now_s, bool failed) {
-    router_->release(l.ticket);
-    if (l.prefill_worker) router_->release(l.prefill_ticket);
+    routing::Router& router = routers_->router(l.router);
+    router.release(l.ticket);
+    if (l.prefill_worker) router.release(l.prefill_ticket);
     const RequestSpec& spec = workload_.requests[l.spec];
     if (failed) {
       recorder_.error();
@@ -172,8 +180,14 @@ class Simulation {
       return;
     }
     kv::compute_seq_hashes(tokens_, bs_, kv::kHashSeed, hashes_);
-    auto routed =
-        router_->route(hashes_, static_cast<uint32_t>(spec.prompt.size()), candidates, l.stage);
+    // A new request goes to the next replica; a decode stays with its prefill's.
+    if (l.stage != routing::Stage::kDecode) l.router = next_router_++ % routers_->size();
+    routers_->deliver_due();  // what the other replicas changed by now (latency 0: just now)
+    const auto started = std::chrono::steady_clock::now();
+    auto routed = routers_->router(l.router).route(
+        hashes_, static_cast<uint32_t>(spec.prompt.size()), candidates, l.stage);
+    decision_s_.push_back(static_cast<float>(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
     if (routed.ok()) {
       l.worker = routed->decision.worker();
       l.ticket = routed->ticket;
@@ -195,7 +209,7 @@ class Simulation {
     for (uint32_t w = 0; w < workers_; ++w) {
       while (engines_[w]->poll(out_)) {
         if (out_.ran_step) ++steps_;
-        if (!out_.kv_events.events.empty()) appliers_[w].apply(out_.kv_events, tally_);
+        if (!out_.kv_events.events.empty()) routers_->apply_events(w, out_.kv_events, tally_);
         const double now_s = seconds(out_.ran_step ? out_.end : clock_.now());
         for (const engine::RequestOutput& o : out_.outputs) on_output(w, o, now_s);
       }
@@ -211,11 +225,12 @@ class Simulation {
       Live decode;
       decode.spec = l.spec;
       decode.stage = routing::Stage::kDecode;
+      decode.router = l.router;
       decode.arrival_s = l.arrival_s;
       decode.cached = o.cached_tokens;
       decode.prefill_worker = l.worker;
       decode.prefill_ticket = l.ticket;
-      router_->prefill_done(l.ticket);
+      routers_->router(l.router).prefill_done(l.ticket);
       engines_[w]->release_held(o.id);
       live_.erase(it);
       engine::RequestSpec req;
@@ -226,7 +241,7 @@ class Simulation {
       return;
     }
     if (o.index == 0) {
-      router_->prefill_done(l.ticket);  // what the gateway sees as the first byte
+      routers_->router(l.router).prefill_done(l.ticket);  // the gateway's first byte
       l.first_s = now_s;
       if (!l.prefill_worker) l.cached = o.cached_tokens;
     } else {
@@ -237,16 +252,20 @@ class Simulation {
     if (o.finish != engine::FinishReason::kNone) finish(o.id, l, now_s, false);
   }
 
-  // The engines' own load, as a poll of their /metrics would read it now.
+  // The engines' own load, as a poll of their /metrics would read it now (every replica
+  // polls at the same instants).
   void poll_engine_metrics() {
     if (poll_every_.count() <= 0 || clock_.now() < next_poll_) return;
     for (uint32_t w = 0; w < workers_; ++w) {
-      const engine::EngineMetrics m = engines_[w]->metrics();
-      const kv::WorkerLoad ours = load_.load(w);
-      signals_.record(w, m.num_waiting, m.num_running, m.kv_cache_usage, ours.active_requests,
-                      ours.prefill_requests);
+      routers_->record_engine_metrics(w, engines_[w]->metrics());
     }
+    sample_index_memory();
     next_poll_ = clock_.now() + poll_every_;
+  }
+
+  // The index's size, at each poll and at the end: the report keeps the largest.
+  void sample_index_memory() {
+    index_peak_bytes_ = std::max(index_peak_bytes_, routers_->index_memory_bytes());
   }
 
   // Starts every request that is ready by now.
@@ -274,13 +293,9 @@ class Simulation {
   const uint32_t bs_;
 
   ManualClock clock_;
-  kv::PredictedBlocks predicted_;
-  kv::KvIndex index_;
-  kv::ActiveLoad load_;
-  kv::EngineSignals signals_;
-  std::unique_ptr<routing::Router> router_;
+  std::unique_ptr<RouterGroup> routers_;
+  uint32_t next_router_ = 0;  // round-robin over the replicas, as a Service spreads requests
   std::vector<std::unique_ptr<engine::EngineCore>> engines_;
-  std::vector<events::EventApplier> appliers_;
   // Candidates per stage: every worker (aggregated), or the prefill and the decode pool.
   std::vector<kv::WorkerId> first_stage_, decode_stage_;
 
@@ -297,6 +312,8 @@ class Simulation {
   engine::StepOutput out_;
   events::ApplyTally tally_;
   uint64_t steps_ = 0;
+  std::vector<float> decision_s_;  // wall-clock time of each Router::route, seconds
+  size_t index_peak_bytes_ = 0;
   engine::RequestId next_id_ = 1;
   const Nanos poll_every_;
   Nanos next_poll_{0};
@@ -322,6 +339,10 @@ Result<SimResult> simulate(const Workload& workload, const SimOptions& options,
         "a disaggregated fleet needs at least one prefill and one decode worker");
   }
   if (fleet_size(options) == 0) return invalid_argument("the fleet needs at least one worker");
+  if (options.routers == 0) return invalid_argument("--routers: at least one router");
+  if (!(options.router_sync_latency_ms >= 0)) {
+    return invalid_argument("--router-sync-latency-ms: at least 0");
+  }
   engine::EngineConfig engine_config = options.engine;
   engine_config.enable_kv_events = true;
   INFERA_RETURN_IF_ERROR(engine::validate(engine_config));

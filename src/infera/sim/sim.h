@@ -11,6 +11,12 @@
 // the decode weight, which pulls the held blocks (EngineCore's remote_kv model; the prefill's hold
 // is released when the pull starts, as the mock's KvTransfers does) and streams the output. Both
 // stages keep their active-load ticket until the request ends, as in the gateway.
+//
+// Router replicas (`routers` > 1): requests are spread over them round-robin, as a Service
+// spreads them over replicas of `infera server` (a disaggregated request's decode stays on the
+// replica that routed its prefill); each replica routes with its own index and load, and with
+// `sync_routers` the replicas share their load changes through the server's own replica code,
+// `router_sync_latency_ms` of virtual time late (router_group.h).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +26,7 @@
 #include "infera/engine/engine_config.h"
 #include "infera/routing/router.h"
 #include "infera/sim/report.h"
+#include "infera/sim/router_group.h"
 #include "infera/sim/workload.h"
 
 namespace infera::sim {
@@ -41,12 +48,17 @@ struct SimOptions {
   // This fraction of requests bypasses the router (another router, direct clients): each goes
   // to a worker drawn at random and is invisible to the router's own counts. 0..1.
   double hidden_fraction = 0;
+  // Router replicas, each with its own index, load and router; 1: the one router of before.
+  uint32_t routers = 1;
+  bool sync_routers = true;           // share load changes between replicas (routers > 1)
+  double router_sync_latency_ms = 5;  // virtual time for a change to reach the other replicas
 };
 
 struct SimResult {
   PolicyReport report;
   double wall_s = 0;       // real time the simulation took
   uint64_t engine_steps = 0;
+  SyncStats sync;  // what the replicas' bus carried (routers > 1 with sync)
 };
 
 // The fleet's engine count: workers, or prefill_workers + decode_workers.

@@ -40,6 +40,9 @@ struct SimFlags {
   bool workers_set = false;  // --workers given explicitly
 };
 
+// At most this many replicas: a PeerLoad tracks up to 256 peers (PeerLoad::Options::max_peers).
+constexpr uint32_t kMaxRouters = 256;
+
 // A --policies entry: POLICY or POLICY:LOAD_MODEL; the load model's other flags apply to all.
 struct Choice {
   std::string policy;
@@ -65,7 +68,10 @@ config::FlagSet sim_flag_set(SimFlags& s) {
       "With --prefill-workers and --decode-workers the fleet is disaggregated (vLLM-style\n"
       "prefill then decode, the blocks pulled over --kv-transfer-bandwidth-gb-s); its rows\n"
       "read like 'kv-aware 2P+2D', and --compare-aggregated adds rows like 'kv-aware agg 4':\n"
-      "the same workload on P+D aggregated workers (routed with --kv-overlap-weight).");
+      "the same workload on P+D aggregated workers (routed with --kv-overlap-weight).\n"
+      "With --routers N (N > 1) each kv-aware row is run three times: one router, and rows like\n"
+      "'kv-aware (8 routers, sync 5 ms)' and 'kv-aware (8 routers, no sync)': N replicas that\n"
+      "take requests in turn, sharing their load changes --router-sync-latency-ms late, or not.");
   f.add("--trace", &s.trace, "Mooncake-format trace to replay", "FILE");
   f.add("--workload", &s.workload_name,
         "synthetic workload: prefix-families, multi-turn, rag, agentic", "NAME");
@@ -107,6 +113,14 @@ config::FlagSet sim_flag_set(SimFlags& s) {
         "fraction of requests that bypass the router (another router, direct clients): each goes "
         "to a random worker, unseen by the router's own counts (default 0)",
         "F");
+  f.add("--routers", &s.sim.routers,
+        "router replicas behind one Service, taking requests in turn; N > 1 adds two rows per "
+        "kv-aware row: N routers sharing their load, and N routers without (1..256, default 1)",
+        "N");
+  f.add("--router-sync-latency-ms", &s.sim.router_sync_latency_ms,
+        "with --routers > 1: virtual time for a router's load change to reach the others, as "
+        "over NATS (0 = before the next request is routed; default 5)",
+        "MS");
   f.add("--rate-scale", &s.rate_scale, "trace speed-up factor, or multiplier of --rate (default 1)",
         "X");
   f.add("--requests", &s.synthetic.requests, "synthetic workload size (default: the workload's)",
@@ -185,7 +199,44 @@ Status check_fleet(const SimFlags& s) {
   if (s.compare_aggregated && !disagg) {
     return invalid_argument("--compare-aggregated needs --prefill-workers and --decode-workers");
   }
+  if (o.routers == 0 || o.routers > kMaxRouters) {
+    return invalid_argument("--routers is 1.." + std::to_string(kMaxRouters) + ", got " +
+                            std::to_string(o.routers));
+  }
+  if (!(o.router_sync_latency_ms >= 0 && o.router_sync_latency_ms <= 3.6e6)) {
+    return invalid_argument("--router-sync-latency-ms is 0..3600000 (milliseconds)");
+  }
   return ok_status();
+}
+
+// "5", "0.5": a latency as a row name shows it.
+std::string format_ms(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", ms);
+  return text;
+}
+
+// --routers N > 1: each kv-aware run also as N replicas with their load shared and without.
+std::vector<Run> add_replica_runs(const SimFlags& s, std::vector<Run> runs) {
+  const uint32_t n = s.sim.routers;
+  std::vector<Run> out;
+  for (Run& run : runs) {
+    const bool replicate = n > 1 && run.policy == "kv-aware";
+    Run one = run;
+    one.options.routers = 1;
+    out.push_back(std::move(one));
+    if (!replicate) continue;
+    const std::string prefix = run.row + " (" + std::to_string(n) + " routers, ";
+    Run synced = run;
+    synced.row = prefix + "sync " + format_ms(s.sim.router_sync_latency_ms) + " ms)";
+    synced.options.sync_routers = true;
+    out.push_back(std::move(synced));
+    Run apart = std::move(run);
+    apart.row = prefix + "no sync)";
+    apart.options.sync_routers = false;
+    out.push_back(std::move(apart));
+  }
+  return out;
 }
 
 std::vector<Run> make_runs(const SimFlags& s, const std::vector<std::string>& names,
@@ -223,7 +274,7 @@ Result<std::vector<Run>> plan_runs(SimFlags& s) {
   if (names.empty()) return invalid_argument("--policies is empty");
   INFERA_ASSIGN_OR_RETURN(const std::vector<Choice> choices, parse_policies(names, s.load));
   INFERA_RETURN_IF_ERROR(check_fleet(s));
-  return make_runs(s, names, choices);
+  return add_replica_runs(s, make_runs(s, names, choices));
 }
 
 void print_plan(const Workload& workload, const SimFlags& s) {
@@ -234,6 +285,10 @@ void print_plan(const Workload& workload, const SimFlags& s) {
   std::fprintf(stderr, "infera sim: %zu requests (%s), %s workers x %u blocks, policies %s\n",
                workload.requests.size(), workload.name.c_str(), fleet.c_str(),
                o.engine.num_gpu_blocks, s.policies.c_str());
+  if (o.routers > 1) {
+    std::fprintf(stderr, "infera sim: kv-aware also on %u routers, sync latency %s ms\n", o.routers,
+                 format_ms(o.router_sync_latency_ms).c_str());
+  }
 }
 
 // Runs go side by side on `threads` threads; each simulation is independent. Results are in
@@ -283,6 +338,10 @@ std::map<std::string, std::string> report_settings(const Workload& workload, con
       {"kv_block_bytes", std::to_string(o.engine.kv_block_bytes)},
       {"kv_transfer_bandwidth_gb_s", std::to_string(o.engine.kv_transfer_bandwidth_gb_s)},
       {"mode", "sim"}};
+  if (o.routers > 1) {
+    settings["routers"] = std::to_string(o.routers);
+    settings["router_sync_latency_ms"] = format_ms(o.router_sync_latency_ms);
+  }
   if (disaggregated(o)) {
     settings["prefill_workers"] = std::to_string(o.prefill_workers);
     settings["decode_workers"] = std::to_string(o.decode_workers);
@@ -307,6 +366,13 @@ int report_runs(const Workload& workload, const SimFlags& s, const std::vector<R
     report.policies[runs[i].row] = results[i]->report;
     std::fprintf(stderr, "  %-22s simulated in %.1f s (%llu engine steps)\n", runs[i].row.c_str(),
                  results[i]->wall_s, static_cast<unsigned long long>(results[i]->engine_steps));
+    const SyncStats& sync = results[i]->sync;
+    if (sync.sent > 0) {
+      std::fprintf(stderr, "  %-22s load ops: %llu sent, %llu applied by peers, %llu not applied\n",
+                   runs[i].row.c_str(), static_cast<unsigned long long>(sync.sent),
+                   static_cast<unsigned long long>(sync.applied),
+                   static_cast<unsigned long long>(sync.not_applied));
+    }
   }
   report.bounds = workload_bounds(workload, s.sim);
   report.settings = report_settings(workload, s);

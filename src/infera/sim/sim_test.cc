@@ -4,7 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
+#include <fstream>
 #include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "infera/sim/commands.h"
 
 namespace infera::sim {
 namespace {
@@ -138,6 +145,119 @@ TEST(SimTest, HiddenTrafficBypassesTheRouter) {
   ASSERT_TRUE(half.ok());
   EXPECT_EQ(half->report.requests, 40u);
   EXPECT_GE(half->report.predicted_hit_ratio, 0) << "the other half was routed";
+}
+
+// Issue 24: four router replicas take a burst of new prefixes in turn (32 shared 4,096-token
+// prompts arriving at 100 requests/s on 4 workers, prefill-aware). Sharing their load changes
+// 5 ms late, they keep one router's hit ratio: a sibling lands where a replica's earlier sibling
+// is predicted. Apart, each replica places its own first sibling of a prefix, so a prefix is
+// computed on several workers: fewer hits, and longer queues before the first token.
+TEST(SimTest, RouterReplicasKeepOneRoutersHitRatioOnlyWhenTheyShareTheirLoad) {
+  WorkloadOptions wo;
+  wo.requests = 320;
+  wo.rate_rps = 100;
+  wo.groups = 32;
+  wo.system_tokens = 4096;
+  wo.question_tokens = 64;
+  wo.output_tokens = 16;
+  wo.seed = 3;
+  Result<Workload> w = make_workload("prefix-families", wo);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  SimOptions one;
+  one.workers = 4;
+  one.engine.num_gpu_blocks = 4096;
+  one.router.load = routing::default_load_options(routing::LoadModel::kPrefillAware);
+  SimOptions synced = one, apart = one;
+  synced.routers = apart.routers = 4;
+  synced.router_sync_latency_ms = 5;
+  apart.sync_routers = false;
+  Result<SimResult> a = simulate(*w, one, "kv-aware");
+  Result<SimResult> b = simulate(*w, synced, "kv-aware");
+  Result<SimResult> c = simulate(*w, apart, "kv-aware");
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  for (const Result<SimResult>* r : {&a, &b, &c}) {
+    EXPECT_EQ((*r)->report.requests, 320u);
+    EXPECT_EQ((*r)->report.errors, 0u);
+  }
+  EXPECT_EQ(a->sync.sent, 0u) << "one router has nobody to tell";
+  EXPECT_EQ(c->sync.sent, 0u);
+  // Every request's add, first token and release, to each of the 3 other replicas.
+  EXPECT_EQ(b->sync.sent, 3u * 320);
+  EXPECT_EQ(b->sync.applied, 3 * b->sync.sent);
+  EXPECT_EQ(b->sync.not_applied, 0u);
+  EXPECT_GE(b->report.hit_ratio, 0.97 * a->report.hit_ratio);
+  EXPECT_LT(c->report.hit_ratio, b->report.hit_ratio - 0.05);
+  EXPECT_GT(c->report.ttft_p50_ms, 1.5 * b->report.ttft_p50_ms);
+}
+
+// The command's JSON with its wall-clock fields (decision times) taken out.
+boost::json::object sim_json(std::vector<std::string> args, const std::string& name) {
+  const std::string path = testing::TempDir() + "/" + name + ".json";
+  args.insert(args.end(), {"--json", path});
+  EXPECT_EQ(run_sim_command(args), 0);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  boost::json::object root = boost::json::parse(text.str()).as_object();
+  for (auto& [row, value] : root["policies"].as_object()) {
+    value.as_object().erase("decision_p50_us");
+    value.as_object().erase("decision_p99_us");
+  }
+  return root;
+}
+
+const std::vector<std::string> kSmallRun = {
+    "--workload",       "prefix-families",
+    "--requests",       "40",
+    "--groups",         "4",
+    "--system-tokens",  "512",
+    "--workers",        "4",
+    "--num-gpu-blocks", "1024",
+    "--policies",       "round-robin,kv-aware,kv-aware:prefill-aware",
+    "--threads",        "1"};
+
+TEST(SimTest, OneRouterIsTheRunWithoutTheFlag) {
+  const boost::json::object before = sim_json(kSmallRun, "without");
+  std::vector<std::string> args = kSmallRun;
+  args.insert(args.end(), {"--routers", "1", "--router-sync-latency-ms", "20"});
+  const boost::json::object after = sim_json(args, "with");
+  EXPECT_EQ(before, after);
+  EXPECT_EQ(after.at("policies").as_object().size(), 3u) << "no replica rows for one router";
+}
+
+TEST(SimTest, SeveralRoutersAddRowsBesideEachKvAwareRow) {
+  std::vector<std::string> args = kSmallRun;
+  args.insert(args.end(), {"--routers", "3", "--router-sync-latency-ms", "2.5"});
+  const boost::json::object root = sim_json(args, "replicas");
+  const boost::json::object& rows = root.at("policies").as_object();
+  std::vector<std::string> names;
+  for (const auto& [name, value] : rows) names.emplace_back(name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{
+                "kv-aware", "kv-aware (3 routers, no sync)", "kv-aware (3 routers, sync 2.5 ms)",
+                "kv-aware:prefill-aware", "kv-aware:prefill-aware (3 routers, no sync)",
+                "kv-aware:prefill-aware (3 routers, sync 2.5 ms)", "round-robin"}));
+  const boost::json::object baseline = sim_json(kSmallRun, "baseline");
+  EXPECT_EQ(rows.at("kv-aware"), baseline.at("policies").at("kv-aware"))
+      << "the one-router row is the run without --routers";
+  EXPECT_EQ(root.at("settings").at("routers"), "3");
+}
+
+TEST(SimTest, BadRouterFlagsAreRefusedNamingTheFlag) {
+  struct Case {
+    std::vector<std::string> flags;
+    std::string named;
+  };
+  for (const Case& c :
+       {Case{{"--routers", "0"}, "--routers"}, Case{{"--routers", "257"}, "--routers"},
+        Case{{"--routers", "2", "--router-sync-latency-ms", "-1"}, "--router-sync-latency-ms"}}) {
+    std::vector<std::string> args = {"--workload", "prefix-families", "--requests", "4"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(run_sim_command(args), 2);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find(c.named), std::string::npos) << err;
+  }
 }
 
 }  // namespace
