@@ -103,6 +103,7 @@ void add_metric_collectors(GatewayContext& g) {
         .inc(static_cast<double>(discovery.invalid_records));
     out.counter("infera_discovery_resyncs_total", "Full re-reads (re-lists) of the discovery backend.")
         .inc(static_cast<double>(discovery.resyncs));
+    add_replica_metrics(g, out);
     out.counter("infera_predicted_blocks_confirmed_total",
                 "Predicted-on-route blocks that the worker's KV events confirmed.")
         .inc(static_cast<double>(g.predicted.confirmed_total()));

@@ -13,6 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "infera/common/log.h"
+#include "infera/common/metrics.h"
 #include "infera/config/server_config.h"
 #include "infera/discovery/kube_config.h"
 #include "infera/events/msgpack.h"
@@ -285,6 +286,38 @@ void start_warm_start(GatewayContext& g, std::function<void()> then) {
     return;
   }
   net::co_spawn(g.loop->context(), warm_start(g, std::move(then)), net::detached);
+}
+
+void add_replica_metrics(const GatewayContext& g, metrics::Registry& out) {
+  const ReplicaState& r = g.replicas;
+  out.gauge("infera_router_warm", "1 once this replica's warm start is over (/readyz may pass).")
+      .set(r.warm.load() ? 1 : 0);
+  if (!r.peers) return;
+  uint64_t lost = 0;
+  const std::vector<replica::PeerStats> peers = r.peers->peers();
+  for (const replica::PeerStats& p : peers) lost += p.lost;
+  out.gauge("infera_router_peers", "Sibling replicas heard on the bus (not silent for 5 s).")
+      .set(static_cast<double>(peers.size()));
+  out.counter("infera_router_load_ops_lost_total",
+              "Siblings' load ops the bus lost (gaps in their sequence numbers).")
+      .inc(static_cast<double>(lost));
+  const auto outcomes = r.peers->outcomes();
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    out.counter("infera_router_load_ops_received_total",
+                "Load ops received on the bus, by what became of them.",
+                {{"outcome", std::string(replica::apply_outcome_name(static_cast<replica::ApplyOutcome>(i)))}})
+        .inc(static_cast<double>(outcomes[i]));
+  }
+  if (!r.bus) return;
+  const replica::LoadBusStats s = r.bus->stats();
+  out.counter("infera_router_load_ops_published_total", "This replica's load ops sent to the bus.")
+      .inc(static_cast<double>(s.published));
+  out.counter("infera_router_load_ops_publish_failed_total",
+              "Load ops the bus refused (away, or its buffer full): not shared.")
+      .inc(static_cast<double>(s.publish_failed));
+  out.counter("infera_router_load_ops_malformed_total",
+              "Messages on the load subject that were not version-1 load ops (ignored).")
+      .inc(static_cast<double>(s.malformed));
 }
 
 void add_replica_routes(GatewayContext& g, http::Routes& routes) {

@@ -26,6 +26,9 @@ struct ServerConfig;
 namespace infera::http {
 class Routes;
 }
+namespace infera::metrics {
+class Registry;
+}
 
 namespace infera::gateway {
 
@@ -83,6 +86,8 @@ Status start_membership(const config::ServerConfig& config, GatewayContext& g, u
 // sibling ready, or no membership, it is warm at once and streams rebuild from the workers'
 // replay buffers as before.
 void start_warm_start(GatewayContext& g, std::function<void()> then);
+// The replica's series at scrape time (docs/metrics.md): peers, load ops, warmth.
+void add_replica_metrics(const GatewayContext& g, metrics::Registry& out);
 // /v1/admin/routers and /v1/admin/kv-snapshot (behind --admin-token like the admin API).
 void add_replica_routes(GatewayContext& g, http::Routes& routes);
 
