@@ -308,8 +308,8 @@ void add_replica_metrics(const GatewayContext& g, metrics::Registry& out) {
                 {{"outcome", std::string(replica::apply_outcome_name(static_cast<replica::ApplyOutcome>(i)))}})
         .inc(static_cast<double>(outcomes[i]));
   }
-  if (!r.bus) return;
-  const replica::LoadBusStats s = r.bus->stats();
+  // Without a bus nothing is shared: the bus's counters stay 0 (and are still there to alert on).
+  const replica::LoadBusStats s = r.bus ? r.bus->stats() : replica::LoadBusStats{};
   out.counter("infera_router_load_ops_published_total", "This replica's load ops sent to the bus.")
       .inc(static_cast<double>(s.published));
   out.counter("infera_router_load_ops_publish_failed_total",
