@@ -26,10 +26,7 @@ struct ActiveLoad::Worker {
   std::deque<std::pair<Nanos, uint64_t>> order;  // (added, serial), oldest first
   // Phase sums, kept under mu and published with the distinct-block count.
   uint32_t prefill_blocks = 0, prefill_requests = 0, decode_blocks = 0, decode_requests = 0;
-  std::atomic<uint32_t> blocks{0};
-  std::atomic<uint32_t> requests{0};
-  std::atomic<uint32_t> pub_prefill_blocks{0}, pub_prefill_requests{0};
-  std::atomic<uint32_t> pub_decode_blocks{0}, pub_decode_requests{0};
+  Published* pub = nullptr;  // this worker's entry of ActiveLoad::published_
 
   void enter(const KvRequest& r) {
     if (r.prefill) {
@@ -57,12 +54,12 @@ struct ActiveLoad::Worker {
     leave(request);
   }
   void publish() {
-    blocks.store(static_cast<uint32_t>(refs.size()), std::memory_order_relaxed);
-    requests.store(static_cast<uint32_t>(live.size()), std::memory_order_relaxed);
-    pub_prefill_blocks.store(prefill_blocks, std::memory_order_relaxed);
-    pub_prefill_requests.store(prefill_requests, std::memory_order_relaxed);
-    pub_decode_blocks.store(decode_blocks, std::memory_order_relaxed);
-    pub_decode_requests.store(decode_requests, std::memory_order_relaxed);
+    pub->blocks.store(static_cast<uint32_t>(refs.size()), std::memory_order_relaxed);
+    pub->requests.store(static_cast<uint32_t>(live.size()), std::memory_order_relaxed);
+    pub->prefill_blocks.store(prefill_blocks, std::memory_order_relaxed);
+    pub->prefill_requests.store(prefill_requests, std::memory_order_relaxed);
+    pub->decode_blocks.store(decode_blocks, std::memory_order_relaxed);
+    pub->decode_requests.store(decode_requests, std::memory_order_relaxed);
   }
   // Removes requests added before `cutoff` (older than max_age). Caller holds mu.
   size_t expire_before(Nanos cutoff) {
@@ -88,9 +85,15 @@ struct ActiveLoad::Worker {
   }
 };
 
-ActiveLoad::ActiveLoad(Options options, const Clock& clock) : options_(options), clock_(clock) {
+ActiveLoad::ActiveLoad(Options options, const Clock& clock)
+    : options_(options),
+      clock_(clock),
+      published_(std::make_unique<Published[]>(options_.max_workers)) {
   workers_.reserve(options_.max_workers);
-  for (uint32_t i = 0; i < options_.max_workers; ++i) workers_.push_back(std::make_unique<Worker>());
+  for (uint32_t i = 0; i < options_.max_workers; ++i) {
+    workers_.push_back(std::make_unique<Worker>());
+    workers_.back()->pub = &published_[i];
+  }
 }
 
 ActiveLoad::~ActiveLoad() = default;
@@ -166,22 +169,25 @@ void ActiveLoad::remove_worker(WorkerId id) {
 }
 
 uint32_t ActiveLoad::active_blocks(WorkerId id) const {
-  return worker(id).blocks.load(std::memory_order_relaxed);
+  INFERA_CHECK(id < options_.max_workers);
+  return published_[id].blocks.load(std::memory_order_relaxed);
 }
 
 uint32_t ActiveLoad::active_requests(WorkerId id) const {
-  return worker(id).requests.load(std::memory_order_relaxed);
+  INFERA_CHECK(id < options_.max_workers);
+  return published_[id].requests.load(std::memory_order_relaxed);
 }
 
 WorkerLoad ActiveLoad::load(WorkerId id) const {
-  const Worker& w = worker(id);
+  INFERA_CHECK(id < options_.max_workers);
+  const Published& p = published_[id];
   WorkerLoad l;
-  l.active_blocks = w.blocks.load(std::memory_order_relaxed);
-  l.active_requests = w.requests.load(std::memory_order_relaxed);
-  l.prefill_blocks = w.pub_prefill_blocks.load(std::memory_order_relaxed);
-  l.prefill_requests = w.pub_prefill_requests.load(std::memory_order_relaxed);
-  l.decode_blocks = w.pub_decode_blocks.load(std::memory_order_relaxed);
-  l.decode_requests = w.pub_decode_requests.load(std::memory_order_relaxed);
+  l.active_blocks = p.blocks.load(std::memory_order_relaxed);
+  l.active_requests = p.requests.load(std::memory_order_relaxed);
+  l.prefill_blocks = p.prefill_blocks.load(std::memory_order_relaxed);
+  l.prefill_requests = p.prefill_requests.load(std::memory_order_relaxed);
+  l.decode_blocks = p.decode_blocks.load(std::memory_order_relaxed);
+  l.decode_requests = p.decode_requests.load(std::memory_order_relaxed);
   return l;
 }
 

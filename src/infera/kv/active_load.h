@@ -77,10 +77,19 @@ class ActiveLoad {
 
  private:
   struct Worker;
+  // What routing reads of a worker, published after each change: one flat array over all
+  // workers, so that scoring a thousand candidates reads 32 contiguous bytes each instead of a
+  // line of every worker's own table (docs/benchmarks.md, "Router replicas in virtual time").
+  struct alignas(32) Published {
+    std::atomic<uint32_t> blocks{0}, requests{0};
+    std::atomic<uint32_t> prefill_blocks{0}, prefill_requests{0};
+    std::atomic<uint32_t> decode_blocks{0}, decode_requests{0};
+  };
   Worker& worker(WorkerId id) const;
 
   Options options_;
   const Clock& clock_;
+  std::unique_ptr<Published[]> published_;  // max_workers entries, by worker id
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<uint64_t> next_serial_{1};
 };

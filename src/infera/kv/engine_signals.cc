@@ -5,7 +5,7 @@
 
 namespace infera::kv {
 
-struct EngineSignals::Slot {
+struct alignas(32) EngineSignals::Slot {
   std::atomic<uint32_t> waiting{0};
   std::atomic<uint32_t> running{0};
   std::atomic<uint32_t> kv_usage_ppm{0};  // parts per million
@@ -14,15 +14,13 @@ struct EngineSignals::Slot {
   std::atomic<int64_t> at_ns{-1};  // -1: no reading
 };
 
-EngineSignals::EngineSignals(uint32_t max_workers, const Clock& clock) : clock_(clock) {
-  slots_.reserve(max_workers);
-  for (uint32_t i = 0; i < max_workers; ++i) slots_.push_back(std::make_unique<Slot>());
-}
+EngineSignals::EngineSignals(uint32_t max_workers, const Clock& clock)
+    : clock_(clock), max_workers_(max_workers), slots_(std::make_unique<Slot[]>(max_workers)) {}
 
 EngineSignals::~EngineSignals() = default;
 
 EngineSignals::Slot* EngineSignals::slot(WorkerId worker) const {
-  return worker < slots_.size() ? slots_[worker].get() : nullptr;
+  return worker < max_workers_ ? &slots_[worker] : nullptr;
 }
 
 void EngineSignals::record(WorkerId worker, uint32_t waiting, uint32_t running, double kv_usage,
@@ -58,8 +56,15 @@ std::optional<EngineReading> EngineSignals::last(WorkerId worker) const {
 }
 
 std::optional<EngineReading> EngineSignals::fresh(WorkerId worker, Nanos max_age) const {
+  return fresh_at(worker, max_age, clock_.now());
+}
+
+std::optional<EngineReading> EngineSignals::fresh_at(WorkerId worker, Nanos max_age,
+                                                     Nanos now) const {
+  const Slot* s = slot(worker);
+  if (s == nullptr || s->at_ns.load(std::memory_order_relaxed) < 0) return std::nullopt;
   std::optional<EngineReading> r = last(worker);
-  if (!r || clock_.now() - r->at > max_age) return std::nullopt;
+  if (!r || now - r->at > max_age) return std::nullopt;
   return r;
 }
 

@@ -49,6 +49,10 @@ class EngineSignals {
   void clear(WorkerId worker);
   // The worker's last reading if it is at most `max_age` old.
   std::optional<EngineReading> fresh(WorkerId worker, Nanos max_age) const;
+  // The same against a time the caller read once (a decision over many workers reads the clock
+  // once, not once per worker).
+  std::optional<EngineReading> fresh_at(WorkerId worker, Nanos max_age, Nanos now) const;
+  Nanos now() const { return clock_.now(); }
   // The last reading, however old (admin API).
   std::optional<EngineReading> last(WorkerId worker) const;
 
@@ -57,7 +61,8 @@ class EngineSignals {
   Slot* slot(WorkerId worker) const;
 
   const Clock& clock_;
-  std::vector<std::unique_ptr<Slot>> slots_;
+  uint32_t max_workers_;
+  std::unique_ptr<Slot[]> slots_;  // one flat array: a decision reads them in a row
 };
 
 }  // namespace infera::kv

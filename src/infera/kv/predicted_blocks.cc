@@ -13,7 +13,7 @@ struct PredictedBlocks::Worker {
   mutable SpinMutex mu;
   FlatU64Map<int64_t> expiry{50};                 // router hash -> expiry (ns on the clock)
   std::deque<std::pair<int64_t, uint64_t>> fifo;  // (expiry, hash), oldest first; may be stale
-  std::atomic<uint32_t> count{0};
+  std::atomic<uint32_t>* count = nullptr;  // this worker's entry of PredictedBlocks::counts_
 
   // Drops entries whose expiry passed (or, with `limit`, the oldest beyond it). Caller holds mu.
   uint64_t sweep(int64_t now, size_t limit) {
@@ -37,15 +37,19 @@ struct PredictedBlocks::Worker {
     }
     return expired;
   }
-  void publish() { count.store(static_cast<uint32_t>(expiry.size()), std::memory_order_relaxed); }
+  void publish() { count->store(static_cast<uint32_t>(expiry.size()), std::memory_order_relaxed); }
 };
 
 PredictedBlocks::PredictedBlocks(Options options, const Clock& clock)
-    : options_(options), clock_(clock) {
+    : options_(options),
+      clock_(clock),
+      counts_(std::make_unique<std::atomic<uint32_t>[]>(options_.max_workers)) {
   INFERA_CHECK(options_.max_entries > 0);
   workers_.reserve(options_.max_workers);
-  for (uint32_t i = 0; i < options_.max_workers; ++i)
+  for (uint32_t i = 0; i < options_.max_workers; ++i) {
     workers_.push_back(std::make_unique<Worker>());
+    workers_.back()->count = &counts_[i];
+  }
 }
 
 PredictedBlocks::~PredictedBlocks() = default;
@@ -71,8 +75,8 @@ void PredictedBlocks::add(WorkerId id, std::span<const uint64_t> seq_hashes, siz
 
 void PredictedBlocks::confirm(WorkerId id, std::span<const uint64_t> router_hashes) {
   if (id >= options_.max_workers) return;
+  if (counts_[id].load(std::memory_order_relaxed) == 0) return;
   Worker& w = worker(id);
-  if (w.count.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard lock(w.mu);
   uint64_t confirmed = 0;
   for (const uint64_t h : router_hashes) confirmed += w.expiry.erase(h) ? 1u : 0u;
@@ -83,8 +87,8 @@ void PredictedBlocks::confirm(WorkerId id, std::span<const uint64_t> router_hash
 uint32_t PredictedBlocks::extend(WorkerId id, std::span<const uint64_t> seq_hashes,
                                  size_t from) const {
   if (id >= options_.max_workers) return 0;
+  if (counts_[id].load(std::memory_order_relaxed) == 0) return 0;
   const Worker& w = worker(id);
-  if (w.count.load(std::memory_order_relaxed) == 0) return 0;
   const int64_t now = clock_.now().count();
   std::lock_guard lock(w.mu);
   uint32_t n = 0;
@@ -104,7 +108,8 @@ void PredictedBlocks::clear_worker(WorkerId id) {
 }
 
 uint32_t PredictedBlocks::size(WorkerId id) const {
-  return worker(id).count.load(std::memory_order_relaxed);
+  INFERA_CHECK(id < options_.max_workers);
+  return counts_[id].load(std::memory_order_relaxed);
 }
 
 }  // namespace infera::kv

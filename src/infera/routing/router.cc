@@ -147,9 +147,10 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
     if (requests) blocks_per_request = static_cast<double>(blocks) / static_cast<double>(requests);
   }
   const Nanos max_age = from_seconds(options_.load.engine_reading_max_age_s());
+  const Nanos now = signals_ ? signals_->now() : Nanos(0);  // once per decision
   for (Candidate& c : d.table) {
     std::optional<kv::EngineReading> reading;
-    if (signals_) reading = signals_->fresh(c.worker, max_age);
+    if (signals_) reading = signals_->fresh_at(c.worker, max_age, now);
     c.engine_fresh = reading.has_value();
     c.load_terms = load_terms(options_.load, c.load, c.predicted_hits,
                               reading ? &*reading : nullptr, blocks_per_request);
