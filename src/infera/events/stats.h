@@ -54,6 +54,7 @@ struct StreamStats {
   uint64_t restarts = 0;          // engine restarts seen (sequence went backwards, or a
                                   // reconnect to an engine life not proven the same)
   uint64_t partial_joins = 0;     // joined a running engine whose replay buffer lacked the start
+  uint64_t duplicates = 0;        // live copies of batches a catch-up replay had applied (skipped)
   uint64_t stale_transitions = 0; // times the mirror became stale
   uint64_t recoveries = 0;        // times a stale mirror became fresh again
   std::vector<RankSequence> sequences;  // per data-parallel rank seen

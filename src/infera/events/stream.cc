@@ -8,6 +8,25 @@
 
 namespace infera::events {
 
+namespace {
+
+// Catch-up replays remembered per rank, at most (a replay buffer is far smaller).
+constexpr size_t kMaxCaughtUp = 1u << 16;
+
+uint64_t digest(std::span<const uint8_t> payload) {
+  const std::string_view bytes(reinterpret_cast<const char*>(payload.data()), payload.size());
+  return std::hash<std::string_view>{}(bytes) ^ (uint64_t{payload.size()} << 48);
+}
+
+}  // namespace
+
+bool WorkerStream::is_caught_up_copy(const Rank& rank, uint64_t seq,
+                                     std::span<const uint8_t> payload) const {
+  auto it = rank.caught_up.find(seq);
+  return it != rank.caught_up.end() && it->second == digest(payload);
+}
+
+
 std::string_view subscriber_state_name(SubscriberState state) {
   switch (state) {
     case SubscriberState::kStopped: return "stopped";
@@ -99,6 +118,12 @@ void WorkerStream::on_message(std::span<const uint8_t> seq_frame, std::span<cons
             .kv("replayed", f.applied);
       }
     }
+  } else if (!new_publisher && seq <= rank->last && is_caught_up_copy(*rank, seq, payload)) {
+    // The relay's own copy of a batch the catch-up replay applied already (it buffered its
+    // publishes while the bus was away and delivered them after we re-subscribed).
+    std::lock_guard lock(mu_);
+    ++stats_.duplicates;
+    return;
   } else if (new_publisher || seq <= rank->last) {
     restart(*rank, seq);
   } else if (seq > rank->last + 1) {
@@ -126,6 +151,7 @@ void WorkerStream::on_message(std::span<const uint8_t> seq_frame, std::span<cons
   }
   rank->seen = true;
   rank->last = seq;
+  rank->caught_up.clear();  // live past the catch-up: an older sequence is a restart again
   // Kept as the proof of this engine's incarnation should the connection drop (capacity reused).
   rank->last_payload.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
   if (has_id) {
@@ -236,7 +262,8 @@ void WorkerStream::catch_up() {
   for (Rank& r : ranks_) {
     if (!r.seen) continue;
     const uint64_t from = r.last + 1;
-    FillResult f = fill(r, from, UINT64_MAX, /*keep_last=*/true);
+    r.caught_up.clear();
+    FillResult f = fill(r, from, UINT64_MAX, /*keep_last=*/true, &r.caught_up);
     if (f.cancelled) return;
     if (f.applied > 0) {
       r.last = f.next - 1;
@@ -323,7 +350,8 @@ WorkerStream::Rank* WorkerStream::rank_state(int64_t dp_rank) {
 }
 
 WorkerStream::FillResult WorkerStream::fill(Rank& rank, uint64_t from, uint64_t until,
-                                           bool keep_last) {
+                                           bool keep_last,
+                                           std::unordered_map<uint64_t, uint64_t>* digests) {
   FillResult result;
   if (replay_ == nullptr) {
     std::lock_guard lock(mu_);
@@ -354,6 +382,7 @@ WorkerStream::FillResult WorkerStream::fill(Rank& rank, uint64_t from, uint64_t 
     }
     ++result.applied;
     next = seq + 1;
+    if (digests != nullptr && digests->size() < kMaxCaughtUp) digests->emplace(seq, digest(payload));
     if (keep_last) result.last_payload.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
   });
   result.next = next;

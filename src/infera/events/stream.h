@@ -48,6 +48,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "infera/common/status.h"
@@ -148,6 +149,10 @@ class WorkerStream {
     bool has_id = false;
     std::array<uint8_t, 16> publisher_id{};
     std::string last_payload;      // the live payload of `last`
+    // The batches the last catch-up replay applied (seq -> digest of the payload), until a live
+    // batch goes past them: after a NATS reconnect the relay may still deliver its own buffered
+    // copies of those, which are duplicates, not an engine restart. Bounded (kMaxCaughtUp).
+    std::unordered_map<uint64_t, uint64_t> caught_up;
     bool verify = false;           // disconnected since `verify_seq`: incarnation unknown
     uint64_t verify_seq = 0;
     std::string verify_payload;    // the payload of verify_seq as we applied it
@@ -161,8 +166,11 @@ class WorkerStream {
   };
 
   Rank* rank_state(int64_t dp_rank);
+  // Whether a live batch at or below `rank`'s last is the same batch the last catch-up applied.
+  bool is_caught_up_copy(const Rank& rank, uint64_t seq, std::span<const uint8_t> payload) const;
   // Replays [from, until) of `rank` and applies what arrives in order.
-  FillResult fill(Rank& rank, uint64_t from, uint64_t until, bool keep_last = false);
+  FillResult fill(Rank& rank, uint64_t from, uint64_t until, bool keep_last = false,
+                  std::unordered_map<uint64_t, uint64_t>* digests = nullptr);
   // Applies a decoded batch; true when it ended a stale period (the caller counts it).
   bool apply_batch(const EventBatch& batch, ApplyTally& tally);
   void count_decode_error(const DecodeResult& result, uint64_t seq);

@@ -237,6 +237,30 @@ TEST_F(WorkerStreamTest, RestartCatchesUpFromZeroWhenTheFirstBatchesWereMissed) 
   EXPECT_EQ(st.state, SubscriberState::kLive);
 }
 
+TEST_F(WorkerStreamTest, LiveCopiesOfWhatACatchUpAppliedAreDuplicatesNotARestart) {
+  // A NATS reconnect: the router catches up 5..7 by replay, then the relay delivers its own
+  // buffered copies of 5..7. They are skipped; 8 goes on live. A real restart later is still one.
+  FakeEngine engine;
+  auto s = make(&engine);
+  for (int i = 0; i < 5; ++i) deliver(*s, engine.step_store());  // 0..4
+  std::vector<std::pair<uint64_t, std::string>> buffered;
+  for (int i = 0; i < 3; ++i) buffered.push_back(engine.step_store());  // 5..7, not delivered
+  s->catch_up();
+  expect_mirror_equals(engine);
+  for (const auto& m : buffered) deliver(*s, m);
+  expect_mirror_equals(engine);
+  StreamStats st = s->stats();
+  EXPECT_EQ(st.duplicates, 3u);
+  EXPECT_EQ(st.restarts, 0u);
+  deliver(*s, engine.step_store());  // 8
+  expect_mirror_equals(engine);
+  EXPECT_EQ(s->stats().restarts, 0u);
+  // Past the catch-up, an older sequence is a restart again, even one it had replayed.
+  deliver(*s, buffered[0]);
+  EXPECT_EQ(s->stats().restarts, 1u);
+  EXPECT_EQ(s->stats().duplicates, 3u);
+}
+
 TEST_F(WorkerStreamTest, NewPublisherIdInA24ByteFrameIsARestart) {
   struct Switch : ReplaySource {
     ReplaySource* current = nullptr;
