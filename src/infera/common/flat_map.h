@@ -11,6 +11,7 @@
 // insert or erase. Not thread-safe: the owner synchronises.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -132,6 +133,15 @@ class FlatU64Map {
     if (cap > cap_) rehash(cap);
   }
 
+  // Room for `n` more entries in at most one rehash, where inserting them one by one would grow
+  // the table step by step (a 512-block prompt into an empty table: eight rehashes). Grows by
+  // at least the table's own step, so that repeated calls stay amortised.
+  void reserve_more(size_t n) {
+    const size_t want = size_ + n;
+    if (slots_ && want * 100 <= cap_ * max_load_percent_) return;
+    rehash(std::max(round_capacity(want * 100 / max_load_percent_ + 1), grown_capacity()));
+  }
+
   // Calls fn(key, value&) for every entry. fn must not insert or erase.
   template <typename Fn>
   void for_each(Fn&& fn) {
@@ -208,10 +218,12 @@ class FlatU64Map {
     return &slots_[i].value;
   }
 
-  void grow() {
+  // The capacity one growth step reaches.
+  size_t grown_capacity() const {
     const size_t bigger = max_load_percent_ >= 75 ? cap_ + cap_ / 4 : cap_ * 2;
-    rehash(round_capacity(cap_ < 64 ? cap_ + 16 : bigger));
+    return round_capacity(cap_ < 64 ? cap_ + 16 : bigger);
   }
+  void grow() { rehash(grown_capacity()); }
 
   void rehash(size_t new_cap) {
     INFERA_CHECK(new_cap % 16 == 0 && new_cap > size_);

@@ -35,5 +35,28 @@ TEST(FlatU64MapTest, InsertShiftsARunAcrossTheTableEnd) {
   EXPECT_TRUE(m.empty());
 }
 
+// A prompt's worth of keys goes in after one rehash, and room asked for a key at a time still
+// grows the table geometrically (a handful of rehashes for thousands of keys).
+TEST(FlatU64MapTest, ReserveMoreMakesRoomInOneStep) {
+  FlatU64Map<uint32_t> m(50);
+  m.reserve_more(512);
+  const size_t room = m.capacity();
+  EXPECT_GE(room * 50, 512u * 100);
+  for (uint64_t k = 1; k <= 512; ++k) m.try_emplace(k * 0x9E3779B97F4A7C15ull, 1);
+  EXPECT_EQ(m.capacity(), room);
+  m.reserve_more(0);
+  EXPECT_EQ(m.capacity(), room);
+
+  size_t rehashes = 0;
+  for (uint64_t k = 513; k <= 20000; ++k) {
+    const size_t before = m.capacity();
+    m.reserve_more(1);
+    rehashes += m.capacity() != before ? 1 : 0;
+    ASSERT_TRUE(m.try_emplace(k * 0x9E3779B97F4A7C15ull, 1).second);
+  }
+  EXPECT_LE(rehashes, 6u);  // doubling from ~1,000 slots to 40,000
+  for (uint64_t k = 1; k <= 20000; ++k) ASSERT_NE(m.find(k * 0x9E3779B97F4A7C15ull), nullptr);
+}
+
 }  // namespace
 }  // namespace infera

@@ -65,6 +65,7 @@ void PredictedBlocks::add(WorkerId id, std::span<const uint64_t> seq_hashes, siz
   const int64_t now = clock_.now().count();
   const int64_t until = now + options_.ttl.count();
   std::lock_guard lock(w.mu);
+  w.expiry.reserve_more(seq_hashes.size() - from);  // one rehash, not several
   for (size_t i = from; i < seq_hashes.size(); ++i) {
     *w.expiry.try_emplace(seq_hashes[i], until).first = until;
     w.fifo.emplace_back(until, seq_hashes[i]);
