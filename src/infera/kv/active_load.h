@@ -1,13 +1,16 @@
 // ActiveLoad: what is in flight on each worker, as the router registered it. Per worker, the
-// distinct block hashes of all requests in flight on it (a prefix shared by several in-flight
-// requests counts once), as reference counts: `active_blocks(w)` of the cost function
-// (docs/contracts.md section 6). Each request also has a phase, for the prefill-aware load model
-// (routing/load_model.h): it is in prefill from routing until its first token comes back
-// (prefill_done), carrying the prompt blocks the worker must still compute (its uncached
-// blocks at routing time), then in decode, carrying its prompt blocks as KV held. A request is
-// added when it is routed and released on completion, error or cancel; a request older than
-// max_age (default 5 minutes, read from the injected Clock) expires, so a lost release cannot
-// inflate a worker's load forever.
+// distinct blocks of all requests in flight on it (a prefix shared by several in-flight requests
+// counts once): `active_blocks(w)` of the cost function (docs/contracts.md section 6). Block
+// hashes are chained (kv/block_hash.h), so a block stands for its whole prefix and two requests
+// share exactly their longest common prefix: a worker keeps its requests sorted by block
+// sequence and counts each one's blocks beyond the most it shares with a neighbour there.
+// (Hashes that are not chained are counted as if they were: {1, 2} and {2} hold 3 blocks.) Each
+// request also has a phase, for the prefill-aware load model (routing/load_model.h): it is in
+// prefill from routing until its first token comes back (prefill_done), carrying the prompt blocks
+// the worker must still compute (its uncached blocks at routing time), then in decode, carrying its
+// prompt blocks as KV held. A request is added when it is routed and released on completion, error
+// or cancel; a request older than max_age (default 5 minutes, read from the injected Clock)
+// expires, so a lost release cannot inflate a worker's load forever.
 //
 // Concurrency: one mutex per worker, held for one add/release (no I/O under it); the counts
 // read by routing are atomics, so scoring takes no lock. Any thread.
@@ -20,6 +23,8 @@
 #include <span>
 #include <vector>
 
+#include "infera/common/bits.h"
+#include "infera/common/check.h"
 #include "infera/common/clock.h"
 #include "infera/kv/index.h"
 
@@ -71,7 +76,24 @@ class ActiveLoad {
 
   uint32_t active_blocks(WorkerId worker) const;
   uint32_t active_requests(WorkerId worker) const;
-  WorkerLoad load(WorkerId worker) const;
+  WorkerLoad load(WorkerId worker) const {
+    INFERA_CHECK(worker < options_.max_workers);
+    const Published& p = published_[worker];
+    WorkerLoad l;
+    l.active_blocks = p.blocks.load(std::memory_order_relaxed);
+    l.active_requests = p.requests.load(std::memory_order_relaxed);
+    l.prefill_blocks = p.prefill_blocks.load(std::memory_order_relaxed);
+    l.prefill_requests = p.prefill_requests.load(std::memory_order_relaxed);
+    l.decode_blocks = p.decode_blocks.load(std::memory_order_relaxed);
+    l.decode_requests = p.decode_requests.load(std::memory_order_relaxed);
+    return l;
+  }
+  // Hints the cache that load(worker) will be read soon (a decision over many workers asks
+  // a few ahead).
+  void prefetch(WorkerId worker) const {
+    if (worker < options_.max_workers)
+      prefetch_line(reinterpret_cast<uintptr_t>(&published_[worker]));
+  }
   // Of `seq_hashes`, how many are not yet active on `worker` (the blocks a request would add).
   uint32_t new_blocks(WorkerId worker, std::span<const uint64_t> seq_hashes) const;
 

@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
+#include "infera/common/random.h"
+#include "infera/kv/block_hash.h"
+
 namespace infera::kv {
 namespace {
 
@@ -120,6 +126,53 @@ TEST_F(ActiveLoadTest, ExpiryAndRemovalClearThePhases) {
   load_.remove_worker(0);
   EXPECT_EQ(load_.load(0).prefill_blocks, 0u);
   EXPECT_EQ(load_.load(0).prefill_requests, 0u);
+}
+
+// Property: with real (chained) block hashes, the distinct count kept by prefix sharing equals
+// the size of the union of the live requests' block sets, through random adds, releases,
+// expiries and duplicates; so does new_blocks for a probe prompt.
+TEST(ActiveLoadPropertyTest, DistinctBlocksEqualTheUnionOfLiveRequests) {
+  ManualClock clock;
+  ActiveLoad load(ActiveLoad::Options{seconds(50), 2}, clock);
+  Rng rng(9);
+  constexpr uint32_t kBs = 4;
+  // Prompts: one of 3 families' first 0-12 blocks, then 0-4 blocks of their own.
+  auto prompt = [&] {
+    std::vector<TokenId> tokens;
+    const uint32_t family = static_cast<uint32_t>(rng.uniform(3));
+    const size_t shared = rng.uniform(13), own = rng.uniform(5);
+    for (size_t i = 0; i < shared * kBs; ++i) tokens.push_back(family * 1000 + TokenId(i));
+    const TokenId tag = static_cast<TokenId>(rng.uniform(4));  // small: identical tails recur
+    for (size_t i = 0; i < own * kBs; ++i) tokens.push_back(50000 + tag * 100 + TokenId(i));
+    return seq_hashes(tokens, kBs);
+  };
+  std::map<uint64_t, std::pair<std::vector<uint64_t>, Nanos>> live;  // serial -> hashes, added
+  for (int step = 0; step < 5000; ++step) {
+    const uint64_t roll = rng.uniform(10);
+    if (roll < 5 || live.empty()) {
+      std::vector<uint64_t> hashes = prompt();
+      const LoadTicket t = load.add(0, hashes);
+      live[t.serial] = {std::move(hashes), clock.now()};
+    } else if (roll < 9) {
+      auto it = std::next(live.begin(), static_cast<long>(rng.uniform(live.size())));
+      EXPECT_TRUE(load.release(LoadTicket{0, it->first}));
+      live.erase(it);
+    } else {
+      clock.advance(seconds(rng.uniform(20)));
+      load.expire();
+      std::erase_if(live,
+                    [&](const auto& e) { return e.second.second < clock.now() - seconds(50); });
+    }
+    std::set<uint64_t> distinct;
+    for (const auto& [serial, request] : live)
+      distinct.insert(request.first.begin(), request.first.end());
+    ASSERT_EQ(load.active_blocks(0), distinct.size()) << "step " << step;
+    ASSERT_EQ(load.active_requests(0), live.size());
+    const std::vector<uint64_t> probe = prompt();
+    uint32_t fresh = 0;
+    for (const uint64_t h : probe) fresh += distinct.count(h) ? 0 : 1;
+    ASSERT_EQ(load.new_blocks(0, probe), fresh) << "step " << step;
+  }
 }
 
 }  // namespace
