@@ -6,6 +6,7 @@
 #include <shared_mutex>
 #include <utility>
 
+#include "infera/common/bits.h"
 #include "infera/common/check.h"
 #include "infera/common/flat_map.h"
 #include "infera/common/group_map.h"
@@ -15,6 +16,9 @@ namespace infera::kv {
 namespace {
 
 constexpr uint32_t kGroupSize = 64;
+// How many levels ahead a query's walk asks for the holder slots of the groups still walking:
+// far enough that a level's misses have arrived by the time it is walked (docs/benchmarks.md).
+constexpr size_t kWalkAhead = 4;
 
 // A lower-tier (CPU, disk) copy of a block. Tokenless offload events name only engine hashes;
 // when the hash is one the worker holds on GPU we learn its router hash, otherwise the block is
@@ -188,9 +192,16 @@ struct KvIndex::Group {
   mutable RwLock lock;
   uint64_t present = 0;  // workers added
   uint64_t stale = 0;    // workers whose hits are not trusted
+  uint64_t lower = 0;    // workers holding anything on a lower tier (queries skip the others)
   // Router hash -> bitmask of workers in this group holding it on GPU.
   FlatU64Map<uint64_t> holders;
   std::array<WorkerState, kGroupSize> workers;
+
+  // Records whether the worker in `slot` holds anything on a lower tier, after a change there.
+  void note_lower(uint32_t slot) {
+    const uint64_t bit = uint64_t{1} << slot;
+    lower = workers[slot].has_lower() ? lower | bit : lower & ~bit;
+  }
 
   // Removes `worker`'s GPU residency of `router` unless another engine hash still names it.
   void drop_gpu_name(WorkerState& w, uint64_t router, uint64_t bit) {
@@ -310,6 +321,7 @@ void KvIndex::remove_worker(WorkerId worker) {
   WorkerState& w = g.workers[worker % kGroupSize];
   g.clear_gpu(w, bit);
   w.clear_all();
+  g.lower &= ~bit;
   g.present &= ~bit;
   g.stale &= ~bit;
   lock.unlock();
@@ -328,6 +340,7 @@ void KvIndex::reset_worker(WorkerId worker) {
   WorkerState& w = g.workers[worker % kGroupSize];
   g.clear_gpu(w, bit_of(worker));
   w.clear_all();
+  g.lower &= ~bit_of(worker);
   lock.unlock();
   if (options_.predicted) options_.predicted->clear_worker(worker);
 }
@@ -368,6 +381,7 @@ bool KvIndex::import_worker(WorkerId worker, const WorkerDump& dump) {
   WorkerState& w = g.workers[worker % kGroupSize];
   g.clear_gpu(w, bit);
   std::swap(w, fresh);  // the old lower tiers are freed after the lock, with `fresh`
+  g.note_lower(worker % kGroupSize);
   // As store_gpu does: the first name of a router hash sets the worker's bit (clear_gpu left
   // none set), later names are aliases.
   w.gpu.for_each([&](uint64_t, uint64_t router) {
@@ -440,6 +454,7 @@ ApplyResult KvIndex::apply(const StoredEvent& event) {
   WorkerState& w = g.workers[event.worker % kGroupSize];
   if (tokenless) {
     store_tokenless(w, event);
+    g.note_lower(event.worker % kGroupSize);
   } else {
     const std::optional<ChainStart> chain = resolve_parent(w, event);
     if (!chain) {
@@ -455,6 +470,7 @@ ApplyResult KvIndex::apply(const StoredEvent& event) {
       }
     } else {
       store_lower(tier_of(w, event.medium), event.engine_hashes, local, *chain, seed);
+      g.note_lower(event.worker % kGroupSize);
     }
   }
   blocks_stored_.fetch_add(num_blocks, std::memory_order_relaxed);
@@ -526,6 +542,7 @@ ApplyResult KvIndex::apply(const RemovedEvent& event) {
         }
         tier.by_engine.erase(engine);
       }
+      g.note_lower(event.worker % kGroupSize);
     }
   }
   blocks_removed_.fetch_add(removed, std::memory_order_relaxed);
@@ -544,34 +561,70 @@ void KvIndex::find_overlaps(std::span<const uint64_t> seq_hashes, std::vector<ui
   const size_t n = seq_hashes.size();
   if (n == 0) return;
   const uint32_t num_groups = (bound + kGroupSize - 1) / kGroupSize;
+  // A cold query waits on each group's lock, table header and holder slots: at 1,000 workers,
+  // 16 groups, each a walk as deep as its longest match (a shared system prompt: hundreds of
+  // blocks in every group). Asked for one after another, the misses queue; so every group's
+  // lock is taken first (writers take one group's lock at a time: no deadlock), then the
+  // groups are walked level by level, each level's slots asked for a level ahead, and the
+  // misses of all groups overlap (docs/benchmarks.md, 1,000 workers).
+  for (uint32_t gi = 0; gi < num_groups; ++gi) {
+    const auto at = reinterpret_cast<uintptr_t>(groups_[gi].get());
+    prefetch_line(at);
+    prefetch_line(at + 64);
+  }
+  struct Walk {
+    const Group* g;
+    uint32_t base;    // worker id of the group's slot 0
+    uint64_t active;  // workers still matching
+  };
+  thread_local std::vector<Walk> walks;
+  walks.clear();
+  walks.reserve(num_groups);  // nothing below allocates while the locks are held
+  for (uint32_t gi = 0; gi < num_groups; ++gi) {
+    const Group& g = *groups_[gi];
+    g.lock.lock_shared();
+    const uint64_t active = g.present & ~g.stale;
+    if (active == 0) continue;
+    for (size_t i = 0; i < std::min<size_t>(kWalkAhead, n); ++i) g.holders.prefetch(seq_hashes[i]);
+    walks.push_back({&g, gi * kGroupSize, active});
+  }
+  // Each level is one hash lookup and a mask intersection per group still walking; a worker
+  // dropping out records how far it got, a group with nobody left leaves the walk.
+  size_t live = walks.size();
+  for (size_t i = 0; i < n && live != 0; ++i) {
+    if (i + kWalkAhead < n) {
+      for (size_t k = 0; k < live; ++k) walks[k].g->holders.prefetch(seq_hashes[i + kWalkAhead]);
+    }
+    for (size_t k = 0; k < live;) {
+      Walk& walk = walks[k];
+      const uint64_t* bits = walk.g->holders.find(seq_hashes[i]);
+      const uint64_t held = bits ? *bits : 0;
+      for (uint64_t lost = walk.active & ~held; lost != 0; lost &= lost - 1) {
+        gpu_hits[walk.base + static_cast<uint32_t>(__builtin_ctzll(lost))] =
+            static_cast<uint32_t>(i);
+      }
+      walk.active &= held;
+      if (walk.active == 0) {
+        std::swap(walk, walks[--live]);  // done: out of the live prefix, order is irrelevant
+      } else {
+        ++k;
+      }
+    }
+  }
+  for (size_t k = 0; k < live; ++k) {
+    for (uint64_t rest = walks[k].active; rest != 0; rest &= rest - 1) {
+      gpu_hits[walks[k].base + static_cast<uint32_t>(__builtin_ctzll(rest))] =
+          static_cast<uint32_t>(n);
+    }
+  }
   for (uint32_t gi = 0; gi < num_groups; ++gi) {
     const Group& g = *groups_[gi];
     const uint32_t base = gi * kGroupSize;
-    std::shared_lock lock(g.lock);
-    uint64_t active = g.present & ~g.stale;
-    if (active == 0) continue;
-    // Walk the prompt's blocks while any worker still matches; each block is one hash lookup
-    // and a mask intersection. Workers dropping out record how far they got.
-    size_t i = 0;
-    for (; i < n && active != 0; ++i) {
-      if (i + 1 < n) g.holders.prefetch(seq_hashes[i + 1]);
-      const uint64_t* bits = g.holders.find(seq_hashes[i]);
-      const uint64_t held = bits ? *bits : 0;
-      uint64_t lost = active & ~held;
-      while (lost != 0) {
-        gpu_hits[base + static_cast<uint32_t>(__builtin_ctzll(lost))] = static_cast<uint32_t>(i);
-        lost &= lost - 1;
-      }
-      active &= held;
-    }
-    for (uint64_t rest = active; rest != 0; rest &= rest - 1) {
-      gpu_hits[base + static_cast<uint32_t>(__builtin_ctzll(rest))] = static_cast<uint32_t>(n);
-    }
+    std::shared_lock lock(g.lock, std::adopt_lock);
     if (!lower_hits) continue;
-    for (uint64_t each = g.present & ~g.stale; each != 0; each &= each - 1) {
+    for (uint64_t each = g.present & ~g.stale & g.lower; each != 0; each &= each - 1) {
       const uint32_t slot = static_cast<uint32_t>(__builtin_ctzll(each));
       const WorkerState& w = g.workers[slot];
-      if (!w.has_lower()) continue;
       uint32_t extra = 0, disk_only = 0;
       for (size_t b = gpu_hits[base + slot]; b < n; ++b, ++extra) {
         // w.lower[0] is the CPU tier, w.lower[1] disk (Medium - 1).

@@ -8,10 +8,11 @@
 //
 // Concurrency: workers are split into groups of 64 (worker id / 64); each group has its own
 // writer-preferring RwLock. Event threads hold a group's lock exclusively while applying one
-// event (microseconds); request threads hold it shared while scanning that group. Groups never
-// block each other. A query over several groups sees each group at one instant, not all groups
-// at the same instant, which is harmless because events are asynchronous anyway. The lock
-// spins briefly before sleeping (rw_lock.h), since both sides hold it for microseconds.
+// event (microseconds); a query takes every group's lock shared, in order, and drops each once
+// it has scanned that group (so its cache misses overlap; a writer holds one lock at a time,
+// so this cannot deadlock). A query over several groups sees each group at one instant, not
+// all groups at the same instant, which is harmless because events are asynchronous anyway.
+// The lock spins briefly before sleeping (rw_lock.h), since both sides hold it for microseconds.
 // Every public method may be called from any thread.
 #pragma once
 

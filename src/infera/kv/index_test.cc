@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <map>
 #include <set>
 
@@ -359,6 +360,92 @@ TEST(KvIndexPropertyTest, AgreesWithNaiveModel) {
       while (expect < kLen && held.count(fam_hashes[qf][expect])) ++expect;
       ASSERT_EQ(got[qw], expect) << "worker " << qw << " family " << qf << " step " << step;
       ASSERT_EQ(index.block_count(qw), model[qw].size());
+    }
+  }
+}
+
+// Property: the same over four groups (the query walks them level by level) and every tier:
+// random stores and removals on GPU, CPU and disk, and resets, against a naive model of each
+// worker's tiers; GPU hits, the lower-tier run after them and its disk-only part all agree.
+TEST(KvIndexPropertyTest, AgreesWithNaiveModelOnEveryTierAcrossGroups) {
+  constexpr uint32_t kWorkers = 200;  // four groups, the last one partial
+  KvIndex index(KvIndex::Options{kBs, kWorkers});
+  for (WorkerId w = 0; w < kWorkers; ++w) index.add_worker(w);
+  Rng rng(77);
+  constexpr uint32_t kFamilies = 6;
+  constexpr size_t kLen = 8;
+  std::vector<std::vector<TokenId>> fams;
+  std::vector<std::vector<uint64_t>> fam_hashes;
+  for (uint32_t f = 0; f < kFamilies; ++f) {
+    fams.push_back(tokens_for(f, kLen));
+    fam_hashes.push_back(seq_hashes(fams.back(), kBs));
+  }
+  // Model: per worker and medium, engine hash -> (router hash, stores not yet removed).
+  using Tier = std::map<uint64_t, std::pair<uint64_t, int>>;
+  std::vector<std::array<Tier, kNumMedia>> model(kWorkers);
+  auto engine_of = [](WorkerId w, uint32_t f, size_t b, size_t m) {
+    return (uint64_t{w} << 40) ^ (uint64_t{f} << 20) ^ (uint64_t{m} << 16) ^ b ^ 0x5A5A;
+  };
+  auto held = [&](WorkerId w, size_t m, uint64_t router) {
+    for (const auto& [e, entry] : model[w][m]) {
+      if (entry.first == router) return true;
+    }
+    return false;
+  };
+  for (int step = 0; step < 6000; ++step) {
+    const WorkerId w = static_cast<WorkerId>(rng.uniform(kWorkers));
+    const uint32_t f = static_cast<uint32_t>(rng.uniform(kFamilies));
+    const size_t m = rng.uniform(kNumMedia);
+    const uint64_t roll = rng.uniform(20);
+    if (roll == 0) {
+      index.reset_worker(w);
+      for (Tier& tier : model[w]) tier.clear();
+    } else if (roll < 13) {
+      // A run [first, first + n) whose parent this tier (or the GPU) holds, as engines send.
+      const size_t first = rng.uniform(kLen);
+      const size_t n = 1 + rng.uniform(kLen - first);
+      const uint64_t parent = engine_of(w, f, first - 1, m);
+      const bool parent_known = first == 0 || model[w][m].count(parent);
+      std::vector<uint64_t> engines;
+      for (size_t b = first; b < first + n; ++b) engines.push_back(engine_of(w, f, b, m));
+      StoredEvent e;
+      e.worker = w;
+      if (first > 0) e.parent_engine_hash = parent;
+      e.engine_hashes = engines;
+      e.token_ids = std::span<const TokenId>(fams[f]).subspan(first * kBs, n * kBs);
+      e.block_size = kBs;
+      e.medium = static_cast<Medium>(m);
+      const ApplyResult r = index.apply(e);
+      ASSERT_EQ(r, parent_known ? ApplyResult::kApplied : ApplyResult::kUnknownParent);
+      if (!parent_known) continue;
+      for (size_t b = first; b < first + n; ++b) {
+        auto& entry = model[w][m][engine_of(w, f, b, m)];
+        entry.first = fam_hashes[f][b];
+        ++entry.second;
+      }
+    } else {
+      const uint64_t engine = engine_of(w, f, rng.uniform(kLen), m);
+      index.apply(RemovedEvent{w, std::vector<uint64_t>{engine}, static_cast<Medium>(m)});
+      auto it = model[w][m].find(engine);
+      if (it != model[w][m].end() && --it->second.second == 0) model[w][m].erase(it);
+    }
+    if (step % 61 != 0) continue;
+    const uint32_t qf = static_cast<uint32_t>(rng.uniform(kFamilies));
+    std::vector<uint32_t> gpu, lower, disk;
+    index.find_overlaps(fam_hashes[qf], gpu, &lower, &disk);
+    for (WorkerId qw = 0; qw < kWorkers; ++qw) {
+      const auto& hs = fam_hashes[qf];
+      uint32_t g = 0;
+      while (g < kLen && held(qw, 0, hs[g])) ++g;
+      uint32_t extra = 0, disk_only = 0;
+      for (size_t b = g; b < kLen; ++b, ++extra) {
+        if (held(qw, 1, hs[b])) continue;
+        if (!held(qw, 2, hs[b])) break;
+        ++disk_only;
+      }
+      ASSERT_EQ(gpu[qw], g) << "worker " << qw << " step " << step;
+      ASSERT_EQ(lower[qw], extra) << "worker " << qw << " step " << step;
+      ASSERT_EQ(disk[qw], disk_only) << "worker " << qw << " step " << step;
     }
   }
 }
