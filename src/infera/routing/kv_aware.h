@@ -8,6 +8,8 @@
 // is pure load balance.
 #pragma once
 
+#include <vector>
+
 #include "infera/routing/policy.h"
 
 namespace infera::routing {
@@ -17,6 +19,11 @@ class KvAwarePolicy final : public Policy {
   std::string_view name() const override { return "kv-aware"; }
   bool uses_cache() const override { return true; }
   size_t choose(const ScoreRequest& request, std::span<Candidate> candidates, Rng& rng) override;
+  bool picks_by_columns() const override { return true; }
+  size_t choose_columns(const ScoreRequest& request, ScoreColumns& columns, Rng& rng) override;
+
+ private:
+  ScoreColumns columns_;  // choose()'s, kept between calls (no allocation each)
 };
 
 // The cost of one candidate (shared with the simulator's reports and the explain endpoint).

@@ -35,6 +35,42 @@ TEST(KvAwareTest, WeightZeroPicksTheLessLoadedWorker) {
   EXPECT_DOUBLE_EQ(c[1].cost, 1.0);
 }
 
+// A router over many workers hands the policy two columns instead of rows: the same rows as
+// columns pick the same winner with the same costs, gates and use of the Rng, with and without
+// the gate and at temperature 0 and above.
+TEST(KvAwareTest, ColumnsPickLikeRows) {
+  Rng data(11);
+  for (const double gate : {0.0, 40.0}) {
+    for (const double temperature : {0.0, 0.5}) {
+      LoadModelOptions load = default_load_options(LoadModel::kPrefillAware);
+      load.overload_blocks = gate;
+      const ScoreRequest request{20, 1.5, temperature, {}, &load};
+      for (int round = 0; round < 50; ++round) {
+        std::vector<Candidate> rows(1 + data.uniform(300));
+        ScoreColumns columns;
+        columns.resize(rows.size());
+        for (size_t i = 0; i < rows.size(); ++i) {
+          // Few distinct values, so exact ties are common.
+          rows[i].credited_hits = static_cast<double>(data.uniform(4) * 5);
+          rows[i].load_terms.total = static_cast<double>(data.uniform(6) * 10);
+          columns.credited[i] = rows[i].credited_hits;
+          columns.load[i] = rows[i].load_terms.total;
+        }
+        KvAwarePolicy by_rows, by_columns;
+        Rng rng_rows(round), rng_columns(round);
+        const size_t a = by_rows.choose(request, rows, rng_rows);
+        const size_t b = by_columns.choose_columns(request, columns, rng_columns);
+        ASSERT_EQ(a, b) << "gate " << gate << " temperature " << temperature;
+        for (size_t i = 0; i < rows.size(); ++i) {
+          ASSERT_EQ(rows[i].cost, columns.cost[i]);
+          ASSERT_EQ(rows[i].gated, columns.gated[i] != 0);
+        }
+        ASSERT_EQ(rng_rows.next(), rng_columns.next());
+      }
+    }
+  }
+}
+
 // The same example end to end through the real index and active load: W0 caches the first 8
 // blocks of a 160-token prompt and has 6 distinct blocks in flight, W1 caches nothing and has 1.
 TEST(KvAwareTest, WorkedExampleThroughTheRouter) {

@@ -1,5 +1,6 @@
 #include "infera/routing/policy.h"
 
+#include "infera/common/check.h"
 #include "infera/routing/approx_prefix.h"
 #include "infera/routing/kv_aware.h"
 #include "infera/routing/least_loaded.h"
@@ -7,6 +8,11 @@
 #include "infera/routing/round_robin.h"
 
 namespace infera::routing {
+
+size_t Policy::choose_columns(const ScoreRequest&, ScoreColumns&, Rng&) {
+  INFERA_CHECK(false);  // only for policies that pick by columns
+  return 0;
+}
 
 Result<std::unique_ptr<Policy>> make_policy(std::string_view name) {
   if (name == "kv-aware") return std::unique_ptr<Policy>(std::make_unique<KvAwarePolicy>());

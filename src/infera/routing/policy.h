@@ -47,6 +47,23 @@ struct ScoreRequest {
   const LoadModelOptions* load = nullptr;  // null: active-blocks as documented
 };
 
+// Two numbers per candidate, which is all the kv-aware cost reads: a router routing over a
+// thousand workers hands a policy that picks by them (Policy::picks_by_columns) these columns
+// instead of a thousand rows (docs/benchmarks.md, "1,000 simulated workers").
+struct ScoreColumns {
+  std::vector<double> credited;  // in: Candidate::credited_hits
+  std::vector<double> load;      // in: Candidate::load_terms.total
+  std::vector<double> cost;      // out: Candidate::cost
+  std::vector<uint8_t> gated;    // out: Candidate::gated (0 or 1)
+
+  void resize(size_t n) {
+    credited.resize(n);
+    load.resize(n);
+    cost.resize(n);
+    gated.resize(n);
+  }
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -54,8 +71,13 @@ class Policy {
   // Whether the policy reads cache_hits; the router skips the index query otherwise.
   virtual bool uses_cache() const { return false; }
   // Fills every candidate's cost and returns the winner's position. `candidates` is not empty.
-  virtual size_t choose(const ScoreRequest& request, std::span<Candidate> candidates,
-                        Rng& rng) = 0;
+  virtual size_t choose(const ScoreRequest& request, std::span<Candidate> candidates, Rng& rng) = 0;
+  // Whether the cost reads nothing of a row but its credited hits and load(w) (ScoreColumns).
+  virtual bool picks_by_columns() const { return false; }
+  // Only when picks_by_columns(): fills the columns' cost and gated and returns the winner's
+  // position, exactly as choose() would on rows carrying the same values (same winner, same use
+  // of `rng`). The columns are not empty.
+  virtual size_t choose_columns(const ScoreRequest& request, ScoreColumns& columns, Rng& rng);
 };
 
 // "round-robin", "random", "least-loaded", "kv-aware", "approx-prefix".

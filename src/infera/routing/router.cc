@@ -103,58 +103,9 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
                                std::span<const kv::WorkerId> candidates, Stage stage) {
   if (candidates.empty()) return unavailable("no worker available");
   Decision d;
-  d.stage = stage;
-  d.policy = std::string(policy_->name());
-  d.prompt_tokens = prompt_tokens;
-  const uint32_t bs = block_size();
-  d.request_blocks = (prompt_tokens + bs - 1) / bs;
-  d.overlap_weight = overlap_weight(stage);
+  const Inputs in = prepare(seq_hashes, prompt_tokens, candidates, stage, d);
   d.table.resize(candidates.size());
-
-  // Cache hits only when the policy reads them and the weight gives them a say; lower tiers
-  // only when they earn credit.
-  thread_local std::vector<uint32_t> hits, lower, disk;
-  const bool want_hits = policy_->uses_cache() && !seq_hashes.empty();
-  const TierCredit& credit = options_.load.tier_credit;
-  const bool want_lower = want_hits && (credit.cpu > 0 || credit.disk > 0);
-  if (want_hits) index_.find_overlaps(seq_hashes, hits, want_lower ? &lower : nullptr, &disk);
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    Candidate& c = d.table[i];
-    c.worker = candidates[i];
-    const bool known = want_hits && c.worker < hits.size();
-    c.cache_hits = known ? hits[c.worker] : 0;
-    if (want_hits && predicted_)
-      c.predicted_hits = predicted_->extend(c.worker, seq_hashes, c.cache_hits);
-    if (known && want_lower && c.predicted_hits == 0) {
-      c.lower_hits = lower[c.worker];
-      c.disk_hits = disk[c.worker];
-    }
-    c.credited_hits =
-        credited_hits(credit, c.cache_hits, c.predicted_hits, c.lower_hits, c.disk_hits);
-    c.load = load_.load(c.worker);
-    c.active_blocks = c.load.active_blocks;
-    c.active_requests = c.load.active_requests;
-  }
-  // Engine readings, while fresh: requests the engines hold that we did not route, each taken
-  // as one of ours on average (our requests in prefill over the candidates, else this one).
-  double blocks_per_request = d.request_blocks;
-  if (signals_) {
-    uint64_t blocks = 0, requests = 0;
-    for (const Candidate& c : d.table) {
-      blocks += c.load.prefill_blocks;
-      requests += c.load.prefill_requests;
-    }
-    if (requests) blocks_per_request = static_cast<double>(blocks) / static_cast<double>(requests);
-  }
-  const Nanos max_age = from_seconds(options_.load.engine_reading_max_age_s());
-  const Nanos now = signals_ ? signals_->now() : Nanos(0);  // once per decision
-  for (Candidate& c : d.table) {
-    std::optional<kv::EngineReading> reading;
-    if (signals_) reading = signals_->fresh_at(c.worker, max_age, now);
-    c.engine_fresh = reading.has_value();
-    c.load_terms = load_terms(options_.load, c.load, c.predicted_hits,
-                              reading ? &*reading : nullptr, blocks_per_request);
-  }
+  for (size_t i = 0; i < candidates.size(); ++i) fill_row(d.table[i], candidates[i], in);
   ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature, seq_hashes,
                        &options_.load};
   {
@@ -165,10 +116,128 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
   return d;
 }
 
+Router::Inputs Router::prepare(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
+                               std::span<const kv::WorkerId> candidates, Stage stage, Decision& d) {
+  d.stage = stage;
+  d.policy = std::string(policy_->name());
+  d.prompt_tokens = prompt_tokens;
+  const uint32_t bs = block_size();
+  d.request_blocks = (prompt_tokens + bs - 1) / bs;
+  d.overlap_weight = overlap_weight(stage);
+
+  // Cache hits only when the policy reads them and the weight gives them a say; lower tiers
+  // only when they earn credit.
+  thread_local std::vector<uint32_t> hits, lower, disk;
+  Inputs in;
+  in.seq_hashes = seq_hashes;
+  in.want_hits = policy_->uses_cache() && !seq_hashes.empty();
+  const TierCredit& credit = options_.load.tier_credit;
+  in.want_lower = in.want_hits && (credit.cpu > 0 || credit.disk > 0);
+  if (in.want_hits) index_.find_overlaps(seq_hashes, hits, in.want_lower ? &lower : nullptr, &disk);
+  in.hits = &hits;
+  in.lower = &lower;
+  in.disk = &disk;
+  // Engine readings, while fresh: requests the engines hold that we did not route, each taken
+  // as one of ours on average (our requests in prefill over the candidates, else this one).
+  in.blocks_per_request = d.request_blocks;
+  if (signals_) {
+    uint64_t blocks = 0, requests = 0;
+    for (const kv::WorkerId w : candidates) {
+      const kv::WorkerLoad load = load_.load(w);
+      blocks += load.prefill_blocks;
+      requests += load.prefill_requests;
+    }
+    if (requests) {
+      in.blocks_per_request = static_cast<double>(blocks) / static_cast<double>(requests);
+    }
+    in.max_age = from_seconds(options_.load.engine_reading_max_age_s());
+    in.now = signals_->now();  // once per decision
+  }
+  return in;
+}
+
+void Router::fill_row(Candidate& c, kv::WorkerId worker, const Inputs& in,
+                      std::optional<uint32_t> predicted_hits) const {
+  // Every field but cost and gated (the policy's) is assigned: a row reused across candidates
+  // needs no clearing.
+  c.worker = worker;
+  const bool known = in.want_hits && worker < in.hits->size();
+  c.cache_hits = known ? (*in.hits)[worker] : 0;
+  c.predicted_hits = 0;
+  if (predicted_hits) {
+    c.predicted_hits = *predicted_hits;
+  } else if (in.want_hits && predicted_) {
+    c.predicted_hits = predicted_->extend(worker, in.seq_hashes, c.cache_hits);
+  }
+  const bool lower = known && in.want_lower && c.predicted_hits == 0;
+  c.lower_hits = lower ? (*in.lower)[worker] : 0;
+  c.disk_hits = lower ? (*in.disk)[worker] : 0;
+  c.credited_hits = c.cache_hits + c.predicted_hits + c.lower_hits == 0
+                        ? 0.0
+                        : credited_hits(options_.load.tier_credit, c.cache_hits, c.predicted_hits,
+                                        c.lower_hits, c.disk_hits);
+  c.load = load_.load(worker);
+  c.active_blocks = c.load.active_blocks;
+  c.active_requests = c.load.active_requests;
+  std::optional<kv::EngineReading> reading;
+  if (signals_) reading = signals_->fresh_at(worker, in.max_age, in.now);
+  c.engine_fresh = reading.has_value();
+  c.load_terms = load_terms(options_.load, c.load, c.predicted_hits, reading ? &*reading : nullptr,
+                            in.blocks_per_request);
+}
+
+Decision Router::decide(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
+                        std::span<const kv::WorkerId> candidates, Stage stage) {
+  Decision d;
+  const Inputs in = prepare(seq_hashes, prompt_tokens, candidates, stage, d);
+  ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature, seq_hashes,
+                       &options_.load};
+  if (!policy_->picks_by_columns()) {
+    thread_local std::vector<Candidate> table;  // kept: no allocation per decision
+    table.resize(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) fill_row(table[i], candidates[i], in);
+    {
+      std::lock_guard lock(policy_mu_);
+      d.winner = policy_->choose(request, table, rng_);
+    }
+    for (const Candidate& c : table) d.gated += c.gated ? 1 : 0;
+    d.table.assign(1, table[d.winner]);
+    d.winner = 0;
+    return d;
+  }
+  // Each row is built in one reused record and only its two columns kept, with its predicted
+  // hits, so the winner's row is rebuilt exactly as it was scored.
+  thread_local ScoreColumns columns;
+  thread_local std::vector<uint32_t> predicted;
+  columns.resize(candidates.size());
+  predicted.resize(candidates.size());
+  Candidate c;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (i + kPrefetchAhead < candidates.size()) load_.prefetch(candidates[i + kPrefetchAhead]);
+    fill_row(c, candidates[i], in);
+    columns.credited[i] = c.credited_hits;
+    columns.load[i] = c.load_terms.total;
+    predicted[i] = c.predicted_hits;
+  }
+  size_t winner = 0;
+  {
+    std::lock_guard lock(policy_mu_);
+    winner = policy_->choose_columns(request, columns, rng_);
+  }
+  for (const uint8_t gated : columns.gated) d.gated += gated != 0 ? 1u : 0u;
+  Candidate& chosen = d.table.emplace_back();
+  fill_row(chosen, candidates[winner], in, predicted[winner]);
+  chosen.cost = columns.cost[winner];
+  chosen.gated = columns.gated[winner] != 0;
+  d.winner = 0;
+  return d;
+}
+
 Result<Router::Routed> Router::route(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
                                      std::span<const kv::WorkerId> candidates, Stage stage) {
+  if (candidates.empty()) return unavailable("no worker available");
   std::unique_lock lock(route_mu_);
-  INFERA_ASSIGN_OR_RETURN(Decision d, score(seq_hashes, prompt_tokens, candidates, stage));
+  Decision d = decide(seq_hashes, prompt_tokens, candidates, stage);
   const Candidate& c = d.chosen();
   // The winner computes what it neither caches, nor is computing already, nor loads back from a
   // lower tier.

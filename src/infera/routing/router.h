@@ -5,7 +5,7 @@
 // active on the winner and the blocks it will compute as predicted there.
 // Disaggregated fleets route each stage with its own overlap weight (prefill and decode, each
 // falling back to the global weight); a reload may change the weights while requests route.
-// The explain table of every decision is returned.
+// score() returns the whole explain table; route() only the chosen row.
 // Thread-safe: any request thread may call score()/route() concurrently; route() calls are
 // serialised, each deciding on what the ones before it registered. set_overlap_weights() from
 // any thread (the server's main thread on SIGHUP).
@@ -51,16 +51,18 @@ struct RouterOptions {
 // The weight a stage is routed with: its own, else overlap_weight.
 double stage_overlap_weight(const RouterOptions& options, Stage stage);
 
-// What the router decided and why: the per-worker cost table.
+// What the router decided and why: the per-worker cost table (score()), or its chosen row
+// (route()).
 struct Decision {
   Stage stage = Stage::kAggregated;
   std::string policy;
   uint32_t prompt_tokens = 0;
   uint32_t request_blocks = 0;  // ceil(prompt_tokens / block size)
   double overlap_weight = 0;
-  std::vector<Candidate> table;  // one row per candidate, in the order given
-  size_t winner = 0;             // position in table
-  uint32_t gated = 0;            // rows past the overload gate (their hits earned nothing)
+  // score(): one row per candidate, in the order given; route(): the chosen row alone.
+  std::vector<Candidate> table;
+  size_t winner = 0;   // position in table
+  uint32_t gated = 0;  // rows past the overload gate (their hits earned nothing)
 
   const Candidate& chosen() const { return table[winner]; }
   kv::WorkerId worker() const { return table[winner].worker; }
@@ -109,9 +111,10 @@ class Router {
                          std::span<const kv::WorkerId> candidates,
                          Stage stage = Stage::kAggregated);
 
-  // score(), then the prompt's blocks become active load on the winner, in prefill, until
-  // prefill_done() (its first token came back) and then in decode until the ticket is released
-  // (ActiveLoad::release) or expires; the blocks the winner will compute become predicted there.
+  // score() (its decision keeps only the chosen row), then the prompt's blocks become active
+  // load on the winner, in prefill, until prefill_done() (its first token came back) and then in
+  // decode until the ticket is released (ActiveLoad::release) or expires; the blocks the winner
+  // will compute become predicted there.
   struct Routed {
     Decision decision;
     kv::LoadTicket ticket;
@@ -133,6 +136,34 @@ class Router {
          kv::ActiveLoad& load, kv::PredictedBlocks* predicted, const kv::EngineSignals* signals);
 
   void store_weights(const RouterOptions& weights);
+  // What every row of one decision reads: the prompt's hits on each worker and the engine
+  // readings' common terms.
+  struct Inputs {
+    std::span<const uint64_t> seq_hashes;
+    bool want_hits = false;
+    bool want_lower = false;
+    const std::vector<uint32_t>* hits = nullptr;  // by worker id (KvIndex::find_overlaps)
+    const std::vector<uint32_t>* lower = nullptr;
+    const std::vector<uint32_t>* disk = nullptr;
+    double blocks_per_request = 0;  // what a request the engine holds and we did not route weighs
+    Nanos max_age{0};               // engine readings older than this are not used...
+    Nanos now{0};                   // ...as of this instant
+  };
+  // Fills `d`'s header and reads the decision's inputs (the index query). On this thread's
+  // buffers: valid until its next decision.
+  Inputs prepare(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
+                 std::span<const kv::WorkerId> candidates, Stage stage, Decision& d);
+  // A candidate's row, all but cost and gated (the policy's); `predicted_hits` as read before,
+  // or read now.
+  void fill_row(Candidate& row, kv::WorkerId worker, const Inputs& in,
+                std::optional<uint32_t> predicted_hits = std::nullopt) const;
+  // How far ahead of the row being filled a worker's load is asked for (a cold decision over a
+  // thousand workers otherwise waits on each one's line in turn).
+  static constexpr size_t kPrefetchAhead = 8;
+  // route()'s decision (`candidates` not empty): the table stays on this thread, the decision
+  // carries the chosen row; a policy that picks by columns never gets rows at all.
+  Decision decide(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
+                  std::span<const kv::WorkerId> candidates, Stage stage);
 
   RouterOptions options_;
   // Each stage's overlap weight (by Stage), resolved: what overlap_weight() reads.

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <set>
 #include <thread>
 
@@ -228,6 +228,46 @@ class PrefillAwareRouterTest : public ::testing::Test {
   kv::ActiveLoad load_;
   std::vector<kv::WorkerId> all_{0, 1, 2, 3};
 };
+
+// route() keeps only the chosen row; it is the row score() shows for the same worker, with
+// predicted, lower-tier and load terms alike (two routers seeded alike over the same state).
+TEST_F(PrefillAwareRouterTest, RouteReturnsTheChosenRowAsScoreShowsIt) {
+  const auto p = prompt(1, 8, 10, 2);
+  store(1, p, 3);
+  store(2, p, 6, kv::Medium::kCpu, 50000);
+  const auto hashes = kv::seq_hashes(p, kBs);
+  for (const std::string policy : {"kv-aware", "least-loaded"}) {
+    load_.add(0, std::vector<uint64_t>{1, 2, 3});
+    LoadModelOptions load = prefill_aware(2.0);
+    RouterOptions o;
+    o.policy = policy;
+    o.load = load;
+    o.seed = 3;
+    auto scorer = Router::create(o, index_, load_, &predicted_);
+    auto router = Router::create(o, index_, load_, &predicted_);
+    ASSERT_TRUE(scorer.ok() && router.ok());
+    auto scored = (*scorer)->score(hashes, static_cast<uint32_t>(p.size()), all_);
+    auto routed = (*router)->route(hashes, static_cast<uint32_t>(p.size()), all_);
+    ASSERT_TRUE(scored.ok() && routed.ok());
+    ASSERT_EQ(scored->table.size(), all_.size());
+    ASSERT_EQ(routed->decision.table.size(), 1u) << policy;
+    const Candidate& a = scored->chosen();
+    const Candidate& b = routed->decision.chosen();
+    EXPECT_EQ(a.worker, b.worker) << policy;
+    EXPECT_EQ(a.cache_hits, b.cache_hits);
+    EXPECT_EQ(a.predicted_hits, b.predicted_hits);
+    EXPECT_EQ(a.lower_hits, b.lower_hits);
+    EXPECT_EQ(a.disk_hits, b.disk_hits);
+    EXPECT_EQ(a.credited_hits, b.credited_hits);
+    EXPECT_EQ(a.active_blocks, b.active_blocks);
+    EXPECT_EQ(a.load_terms.total, b.load_terms.total);
+    EXPECT_EQ(a.cost, b.cost);
+    EXPECT_EQ(a.gated, b.gated);
+    EXPECT_EQ(scored->gated, routed->decision.gated);
+    EXPECT_EQ(scored->request_blocks, routed->decision.request_blocks);
+    (*router)->release(routed->ticket);
+  }
+}
 
 // The case: one worker decodes a long conversation (cheap per step), another is in the
 // middle of prefilling one. active-blocks sees them as equally loaded; prefill-aware does not.
