@@ -132,7 +132,8 @@ KubeWorkerSource::KubeWorkerSource(http::EventLoop& loop, std::unique_ptr<KubeAp
       api_(std::move(api)),
       options_(std::move(options)),
       strand_(std::make_shared<net::strand<net::io_context::executor_type>>(
-          net::make_strand(loop_.context()))) {
+          net::make_strand(loop_.context()))),
+      health_({"discovery", "workers", "skipping pod"}, api_->describe(), true) {
   if (!options_.inference_pool.empty() && options_.selectors.empty()) {
     options_.selectors.push_back({});  // the pool's selector, resolved at each list
   }
@@ -159,10 +160,7 @@ std::string KubeWorkerSource::describe() const {
   return d;
 }
 
-SourceHealth KubeWorkerSource::health() const {
-  std::lock_guard lock(health_mu_);
-  return health_;
-}
+SourceHealth KubeWorkerSource::health() const { return health_.get(); }
 
 void KubeWorkerSource::start(Listener listener) {
   listener_ = std::move(listener);
@@ -199,34 +197,6 @@ void KubeWorkerSource::stop() {
   done_.clear();
 }
 
-void KubeWorkerSource::set_connected(bool connected, const Status& why) {
-  bool was;
-  {
-    std::lock_guard lock(health_mu_);
-    was = health_.connected;
-    health_.connected = connected;
-    if (!connected) health_.last_error = std::string(why.message());
-  }
-  if (was && !connected) {
-    INFERA_LOG(kWarn, "discovery").msg("Kubernetes API unreachable; keeping the last known workers")
-        .kv("api", api_->describe()).kv("error", why.message());
-  } else if (!was && connected) {
-    INFERA_LOG(kInfo, "discovery").msg("Kubernetes API reachable again").kv("api", api_->describe());
-  }
-}
-
-void KubeWorkerSource::note_invalid(const std::string& what, const Status& why) {
-  const std::string key = what + ": " + std::string(why.message());
-  {
-    std::lock_guard lock(health_mu_);
-    ++health_.invalid_records;
-    health_.last_error = key;
-  }
-  if (reported_.size() < 10'000 && reported_.insert(key).second) {
-    INFERA_LOG(kWarn, "discovery").msg("skipping pod").kv("pod", what).kv("error", why.message());
-  }
-}
-
 bool KubeWorkerSource::apply(Watcher& w, const KubePod& pod, bool present) {
   std::optional<WorkerInfo> worker;
   if (present) {
@@ -234,7 +204,7 @@ bool KubeWorkerSource::apply(Watcher& w, const KubePod& pod, bool present) {
     if (r.ok()) {
       worker = std::move(*r);
     } else {
-      note_invalid(pod.ns + "/" + pod.name, r.status());
+      health_.note_invalid(pod.ns + "/" + pod.name, r.status());
     }
   }
   const auto it = w.routable.find(pod.uid);
@@ -287,16 +257,14 @@ net::awaitable<Status> KubeWorkerSource::list(Watcher& w) {
   // On failure the routable set stays as it was: keep routing to what was known.
   auto listed = co_await list_pods(*api_, options_.ns, w.label_selector, options_.max_pods, stop_);
   if (!listed.ok()) co_return listed.status();
-  for (const std::string& bad : listed->skipped) note_invalid(bad, data_loss("malformed pod"));
+  for (const std::string& bad : listed->skipped) {
+    health_.note_invalid(bad, data_loss("malformed pod"));
+  }
   std::map<std::string, WorkerInfo> before = std::move(w.routable);
   w.routable.clear();
   for (const KubePod& pod : listed->items) apply(w, pod, true);
   w.resource_version = listed->resource_version;
-  {
-    std::lock_guard lock(health_mu_);
-    ++health_.resyncs;
-    health_.records = listed->items.size();
-  }
+  health_.note_listed(listed->items.size());
   // The first list is always delivered, empty or not: the fleet then knows discovery answered.
   if (before != w.routable || !w.listed) publish();
   w.listed = true;
@@ -305,8 +273,8 @@ net::awaitable<Status> KubeWorkerSource::list(Watcher& w) {
 
 net::awaitable<Status> KubeWorkerSource::watch(Watcher& w) {
   KubePodWatchHandlers h;
-  h.on_open = [this] { set_connected(true, ok_status()); };
-  h.on_invalid = [this](const Status& why) { note_invalid("watch event", why); };
+  h.on_open = [this] { health_.set_connected(true, ok_status()); };
+  h.on_invalid = [this](const Status& why) { health_.note_invalid("watch event", why); };
   h.on_pod = [this, &w](const KubePod& pod, bool present) {
     if (apply(w, pod, present)) publish();
   };
@@ -324,7 +292,7 @@ net::awaitable<void> KubeWorkerSource::run(size_t index) {
   std::function<net::awaitable<Status>()> list_fn = [this, &w] { return list(w); };
   std::function<net::awaitable<Status>()> watch_fn = [this, &w] { return watch(w); };
   std::function<void(bool, const Status&)> connected_fn = [this](bool up, const Status& why) {
-    set_connected(up, why);
+    health_.set_connected(up, why);
   };
   co_await list_watch_loop(std::move(list_fn), std::move(watch_fn), std::move(connected_fn), lo,
                            stop_);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "infera/discovery/kube_api.h"
+#include "infera/discovery/kube_health.h"
 #include "infera/discovery/kube_pod.h"
 #include "infera/discovery/source.h"
 #include "infera/http/event_loop.h"
@@ -98,8 +99,6 @@ class KubeWorkerSource final : public WorkerSource {
   // Applies one pod as seen now (present = false: deleted); true when the routable set changed.
   bool apply(Watcher& w, const KubePod& pod, bool present);
   void publish();
-  void set_connected(bool connected, const Status& why);
-  void note_invalid(const std::string& what, const Status& why);
 
   http::EventLoop& loop_;
   std::unique_ptr<KubeApi> api_;
@@ -107,10 +106,8 @@ class KubeWorkerSource final : public WorkerSource {
   std::shared_ptr<net::strand<net::io_context::executor_type>> strand_;
   std::vector<std::unique_ptr<Watcher>> watchers_;
   Listener listener_;
-  std::set<std::string> reported_;  // "uid: reason" already logged; strand-side
   std::atomic<bool> stop_{false};
-  mutable std::mutex health_mu_;
-  SourceHealth health_;
+  KubeHealth health_;
   std::vector<std::future<void>> done_;
   bool started_ = false;
 };

@@ -285,7 +285,6 @@ struct KubeMembership::State {
   std::promise<void> done;
   std::map<std::string, PeerRecord> pods;  // by pod uid; strand-side
   std::string resource_version;            // strand-side
-  std::set<std::string> reported;          // "pod: reason" already logged; strand-side
 };
 
 KubeMembership::KubeMembership(http::EventLoop& loop, std::unique_ptr<discovery::KubeApi> api,
@@ -294,10 +293,8 @@ KubeMembership::KubeMembership(http::EventLoop& loop, std::unique_ptr<discovery:
       loop_(loop),
       api_(std::move(api)),
       options_(std::move(options)),
-      state_(std::make_shared<State>(loop_.context())) {
-  health_.backend = "k8s";
-  health_.connected = false;
-}
+      state_(std::make_shared<State>(loop_.context())),
+      health_({"replica", "peers", "skipping router pod"}, api_->describe(), false) {}
 
 KubeMembership::~KubeMembership() {
   stop();
@@ -309,8 +306,14 @@ std::string KubeMembership::describe() const {
 }
 
 MembershipHealth KubeMembership::health() const {
-  std::lock_guard lock(health_mu_);
-  return health_;
+  const discovery::SourceHealth h = health_.get();
+  MembershipHealth out;
+  out.backend = "k8s";
+  out.connected = h.connected;
+  out.last_error = h.last_error;
+  out.invalid_records = h.invalid_records;
+  out.resyncs = h.resyncs;
+  return out;
 }
 
 Status KubeMembership::start_backend() {
@@ -339,37 +342,6 @@ void KubeMembership::stop_backend() {
   done_.wait();
 }
 
-void KubeMembership::set_connected(bool connected, const Status& why) {
-  bool was;
-  {
-    std::lock_guard lock(health_mu_);
-    was = health_.connected;
-    health_.connected = connected;
-    if (!connected) health_.last_error = std::string(why.message());
-  }
-  if (was && !connected) {
-    INFERA_LOG(kWarn, "replica")
-        .msg("Kubernetes API unreachable; keeping the last known peers")
-        .kv("api", api_->describe())
-        .kv("error", why.message());
-  }
-}
-
-void KubeMembership::note_invalid(const std::string& what, const Status& why) {
-  const std::string key = what + ": " + std::string(why.message());
-  {
-    std::lock_guard lock(health_mu_);
-    ++health_.invalid_records;
-    health_.last_error = key;
-  }
-  if (state_->reported.size() < 10'000 && state_->reported.insert(key).second) {
-    INFERA_LOG(kWarn, "replica")
-        .msg("skipping router pod")
-        .kv("pod", what)
-        .kv("error", why.message());
-  }
-}
-
 void KubeMembership::apply(const discovery::KubePod& pod, bool present) {
   std::optional<PeerRecord> peer;
   if (present) {
@@ -377,7 +349,7 @@ void KubeMembership::apply(const discovery::KubePod& pod, bool present) {
     if (r.ok()) {
       peer = std::move(*r);
     } else {
-      note_invalid(pod.ns + "/" + pod.name, r.status());
+      health_.note_invalid(pod.ns + "/" + pod.name, r.status());
     }
   }
   if (peer) {
@@ -399,22 +371,21 @@ net::awaitable<Status> KubeMembership::list() {
   auto listed = co_await discovery::list_pods(*api_, options_.ns, options_.label_selector,
                                               options_.max_pods, stop_);
   if (!listed.ok()) co_return listed.status();
-  for (const std::string& bad : listed->skipped) note_invalid(bad, data_loss("malformed pod"));
+  for (const std::string& bad : listed->skipped) {
+    health_.note_invalid(bad, data_loss("malformed pod"));
+  }
   state_->pods.clear();
   for (const discovery::KubePod& pod : listed->items) apply(pod, true);
   state_->resource_version = listed->resource_version;
-  {
-    std::lock_guard lock(health_mu_);
-    ++health_.resyncs;
-  }
+  health_.note_listed(listed->items.size());
   publish_pods();
   co_return ok_status();
 }
 
 net::awaitable<Status> KubeMembership::watch() {
   discovery::KubePodWatchHandlers h;
-  h.on_open = [this] { set_connected(true, ok_status()); };
-  h.on_invalid = [this](const Status& why) { note_invalid("watch event", why); };
+  h.on_open = [this] { health_.set_connected(true, ok_status()); };
+  h.on_invalid = [this](const Status& why) { health_.note_invalid("watch event", why); };
   h.on_pod = [this](const discovery::KubePod& pod, bool present) {
     apply(pod, present);
     publish_pods();
@@ -433,7 +404,7 @@ net::awaitable<void> KubeMembership::run() {
   std::function<net::awaitable<Status>()> list_fn = [this] { return list(); };
   std::function<net::awaitable<Status>()> watch_fn = [this] { return watch(); };
   std::function<void(bool, const Status&)> connected_fn = [this](bool up, const Status& why) {
-    set_connected(up, why);
+    health_.set_connected(up, why);
   };
   co_await discovery::list_watch_loop(std::move(list_fn), std::move(watch_fn),
                                       std::move(connected_fn), lo, stop_);

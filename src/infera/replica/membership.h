@@ -21,6 +21,7 @@
 
 #include "infera/common/status.h"
 #include "infera/discovery/kube_config.h"  // EnvLookup
+#include "infera/discovery/kube_health.h"
 #include "infera/http/awaitable.h"
 
 namespace infera::http {
@@ -194,16 +195,13 @@ class KubeMembership final : public Membership {
   net::awaitable<Status> watch();
   void apply(const discovery::KubePod& pod, bool present);
   void publish_pods();
-  void set_connected(bool connected, const Status& why);
-  void note_invalid(const std::string& what, const Status& why);
 
   http::EventLoop& loop_;
   std::unique_ptr<discovery::KubeApi> api_;
   KubeMembershipOptions options_;
   std::shared_ptr<State> state_;
   std::atomic<bool> stop_{false};
-  mutable std::mutex health_mu_;
-  MembershipHealth health_;  // guarded by health_mu_
+  discovery::KubeHealth health_;
   std::future<void> done_;
   bool started_ = false;
 };
