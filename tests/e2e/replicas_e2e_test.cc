@@ -153,6 +153,59 @@ TEST_F(ReplicasE2eTest, GarbageOnTheLoadSubjectIsIgnoredAndCounted) {
 // clean: the answer is incomplete, never a wrong one) and retries on a sibling; the sibling's
 // view drops the dead replica's load once it falls silent; a new replica copies the index from
 // a ready sibling and is ready only once warm, its cache view equal to the sibling's.
+// `infera bench --url` repeated spreads its requests over the replicas in turn, as a Service
+// would, and sums what each routed.
+TEST_F(ReplicasE2eTest, BenchSpreadsItsRequestsOverEveryReplicaInTurn) {
+  auto routed_by = [&](uint16_t port) {
+    int64_t n = 0;
+    auto w = workers(port);
+    if (w) {
+      for (const auto& [id, row] : *w) n += row.requests;
+    }
+    return n;
+  };
+  std::vector<int64_t> before;
+  for (const auto& s : servers_) before.push_back(routed_by(s->port()));
+  const fs::path out = fs::temp_directory_path() /
+                       ("infera_replicas_e2e_" + std::to_string(::getpid()) + "_bench.json");
+  const fs::path log = fs::path(out).replace_extension(".log");
+  auto rc = run_process({kBinary, "bench", "--url", servers_[0]->url(), "--url",
+                         servers_[1]->url(), "--url", servers_[2]->url(), "--workload",
+                         "prefix-families", "--groups", "2", "--system-tokens", "128",
+                         "--question-tokens", "16", "--output-tokens", "4", "--requests", "9",
+                         "--concurrency", "1", "--json", out.string()},
+                        Ms(120'000), log.string());
+  ASSERT_TRUE(rc.ok()) << rc.status().to_string();
+  EXPECT_EQ(*rc, 0) << read_text(log);
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    EXPECT_EQ(routed_by(servers_[i]->port()) - before[i], 3) << "replica " << i;
+  }
+  const json::value report = parse_json(read_text(out));
+  int64_t summed = 0;
+  const json::value* per_worker = find(report, "policies/server/requests_per_worker");
+  ASSERT_TRUE(per_worker != nullptr && per_worker->is_array()) << json::serialize(report);
+  for (const json::value& n : per_worker->get_array()) summed += n.to_number<int64_t>();
+  EXPECT_EQ(summed, 9) << json::serialize(report);
+  fs::remove(out);
+  fs::remove(log);
+}
+
+TEST_F(ReplicasE2eTest, AStoppedReplicaSaysGoodbyeAndItsSiblingsDropItAtOnce) {
+  // A request through replica 2 first, so that its siblings have heard of it beyond hellos.
+  ASSERT_EQ(send_traced(servers_[2]->port(), concat(token_ids(55, 64), token_ids(56, 16))).status,
+            200);
+  servers_[2]->process().signal(SIGTERM);
+  ASSERT_EQ(servers_[2]->process().wait_for(Ms(30'000)), 0) << servers_[2]->log();
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(eventually([&] { return peer_count(servers_[i]->port()) == 1; }))
+        << json::serialize(routers(servers_[i]->port()));
+    // Dropped because it said goodbye, not because it fell silent.
+    const json::value v = routers(servers_[i]->port());
+    EXPECT_EQ(int_at(v, "load_sharing/peers_left/goodbye"), 1) << json::serialize(v);
+    EXPECT_EQ(int_at(v, "load_sharing/peers_left/silent"), 0) << json::serialize(v);
+  }
+}
+
 TEST_F(ReplicasE2eTest, AKilledReplicaLosesOnlyItsOwnStreamAndANewOneStartsWarm) {
   const std::vector<uint32_t> prefix = token_ids(77, 256);
   ASSERT_EQ(send_traced(servers_[1]->port(), concat(prefix, token_ids(78, 16))).status, 200);

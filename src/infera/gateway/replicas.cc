@@ -102,6 +102,9 @@ json::object routers_json(const GatewayContext& g) {
   json::array peers;
   if (r.peers) {
     sharing["outcomes"] = outcomes_json(*r.peers);
+    const replica::PeerDepartures left = r.peers->departures();
+    sharing["peers_left"] = json::object{
+        {"goodbye", left.goodbye}, {"silent", left.silent}, {"gone", left.gone}};
     const Nanos now = g.clock.now();
     for (const replica::PeerStats& p : r.peers->peers()) {
       peers.push_back(json::object{{"router_id", p.router_id},
@@ -307,6 +310,15 @@ void add_replica_metrics(const GatewayContext& g, metrics::Registry& out) {
                 "Load ops received on the bus, by what became of them.",
                 {{"outcome", std::string(replica::apply_outcome_name(static_cast<replica::ApplyOutcome>(i)))}})
         .inc(static_cast<double>(outcomes[i]));
+  }
+  const replica::PeerDepartures left = r.peers->departures();
+  for (const auto& [reason, n] : {std::pair{"goodbye", left.goodbye}, std::pair{"silent", left.silent},
+                                  std::pair{"gone", left.gone}}) {
+    out.counter("infera_router_peers_left_total",
+                "Sibling replicas dropped with their load, by why: said goodbye (stopped), fell "
+                "silent for 5 s (killed, cut off), or gone from the membership.",
+                {{"reason", reason}})
+        .inc(static_cast<double>(n));
   }
   // Without a bus nothing is shared: the bus's counters stay 0 (and are still there to alert on).
   const replica::LoadBusStats s = r.bus ? r.bus->stats() : replica::LoadBusStats{};

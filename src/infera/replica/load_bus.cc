@@ -27,6 +27,10 @@ Status LoadBus::start() {
 }
 
 void LoadBus::stop() {
+  if (!running_.load(std::memory_order_acquire)) return;
+  // Goodbye, so that the siblings drop this replica's load now rather than after the silence;
+  // waited for a moment only (a bus that is away loses it, and the silence does the rest).
+  if (publish(OpFields{OpKind::kBye, {}, 0, {}, 0, 0})) (void)client_.flush(kByeFlush);
   if (!running_.exchange(false)) return;
   client_.unsubscribe(sid_);
 }
@@ -56,9 +60,9 @@ void LoadBus::on_release(kv::LoadTicket ticket) {
   publish(OpFields{OpKind::kRelease, worker, ticket.serial, {}, 0, 0});
 }
 
-void LoadBus::publish(const OpFields& op) {
-  if (!running_.load(std::memory_order_acquire)) return;
-  if (op.kind == OpKind::kAdd && op.worker.empty()) return;  // the worker left already
+bool LoadBus::publish(const OpFields& op) {
+  if (!running_.load(std::memory_order_acquire)) return false;
+  if (op.kind == OpKind::kAdd && op.worker.empty()) return false;  // the worker left already
   Status sent;
   {
     std::lock_guard lock(publish_mu_);
@@ -67,6 +71,7 @@ void LoadBus::publish(const OpFields& op) {
     if (sent.ok()) ++seq_;
   }
   (sent.ok() ? published_ : publish_failed_).fetch_add(1, std::memory_order_relaxed);
+  return sent.ok();
 }
 
 void LoadBus::receive(const nats::Message& message) {
@@ -80,7 +85,12 @@ void LoadBus::receive(const nats::Message& message) {
     }
     return;
   }
-  peers_.apply(*op, blocks_);
+  const ApplyOutcome outcome = peers_.apply(*op, blocks_);
+  if (op->kind == OpKind::kBye && outcome == ApplyOutcome::kApplied) {
+    INFERA_LOG(kInfo, "replica")
+        .msg("a router replica said goodbye; its load is dropped")
+        .kv("router_id", op->router_id);
+  }
 }
 
 LoadBusStats LoadBus::stats() const {

@@ -3,7 +3,7 @@
 // makes on `NS.router.load` (load_op.h: tagged with its router id, numbered from 1); it
 // subscribes to the same subject and hands the other replicas' changes to PeerLoad, which folds
 // them into the load this replica scores with. tick() (once a second, from the owner's timer)
-// publishes the heartbeat and drops peers gone silent.
+// publishes the heartbeat and drops peers gone silent; stop() says goodbye.
 // Publishing appends to the NATS client's bounded buffer and never waits for the network: when
 // the bus is away or full, the change is dropped and counted (peers converge as requests end).
 // Received messages are decoded on the client's thread; garbage, another version or an unknown
@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -50,8 +51,10 @@ class LoadBus final : public routing::LoadListener {
 
   // Subscribes to the subject and says hello.
   Status start();
-  // Unsubscribes; listener calls after it publish nothing.
+  // Says goodbye (waiting up to kByeFlush for the bus to take it), then unsubscribes; listener
+  // calls after it publish nothing. Not from the NATS client's own thread.
   void stop();
+  static constexpr std::chrono::milliseconds kByeFlush{500};
   // The heartbeat, and the expiry of silent peers. From the owner's timer (any thread).
   void tick();
 
@@ -64,7 +67,8 @@ class LoadBus final : public routing::LoadListener {
   const std::string& subject() const { return subject_; }
 
  private:
-  void publish(const OpFields& op);
+  // True when the bus took it.
+  bool publish(const OpFields& op);
   void receive(const nats::Message& message);
 
   Options options_;

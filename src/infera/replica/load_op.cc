@@ -14,7 +14,8 @@ Status bad(std::string_view why) {
 }
 
 bool parse_kind(std::string_view name, OpKind& out) {
-  for (const OpKind kind : {OpKind::kAdd, OpKind::kPrefillDone, OpKind::kRelease, OpKind::kHello}) {
+  for (const OpKind kind :
+       {OpKind::kAdd, OpKind::kPrefillDone, OpKind::kRelease, OpKind::kHello, OpKind::kBye}) {
     if (name == op_name(kind)) {
       out = kind;
       return true;
@@ -57,6 +58,7 @@ std::string_view op_name(OpKind kind) {
     case OpKind::kPrefillDone: return "prefill_done";
     case OpKind::kRelease: return "release";
     case OpKind::kHello: return "hello";
+    case OpKind::kBye: return "bye";
   }
   return "?";
 }
@@ -64,9 +66,9 @@ std::string_view op_name(OpKind kind) {
 void encode_op(std::string& out, std::string_view router_id, uint64_t seq, const OpFields& op) {
   out.clear();
   MsgpackWriter w(out);
-  const bool hello = op.kind == OpKind::kHello;
+  const bool bare = op.kind == OpKind::kHello || op.kind == OpKind::kBye;  // no worker, request
   const bool add = op.kind == OpKind::kAdd;
-  w.map(4u + (hello ? 0u : 2u) + (add ? 3u : 0u));
+  w.map(4u + (bare ? 0u : 2u) + (add ? 3u : 0u));
   w.str("v");
   w.uint(kLoadOpVersion);
   w.str("router_id");
@@ -75,7 +77,7 @@ void encode_op(std::string& out, std::string_view router_id, uint64_t seq, const
   w.uint(seq);
   w.str("op");
   w.str(op_name(op.kind));
-  if (hello) return;
+  if (bare) return;
   w.str("worker");
   w.str(op.worker);
   w.str("request");
@@ -133,7 +135,7 @@ Result<LoadOp> decode_op(std::span<const uint8_t> bytes, std::vector<uint64_t>& 
   if (!has_router || op.router_id.empty() || !has_seq || !has_op) {
     return bad("router_id, seq and op are required");
   }
-  if (op.kind == OpKind::kHello) return op;
+  if (op.kind == OpKind::kHello || op.kind == OpKind::kBye) return op;
   if (!has_request) return bad("request is required");
   if (op.kind != OpKind::kAdd) {
     blocks.clear();

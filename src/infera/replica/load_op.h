@@ -1,13 +1,14 @@
 // One load change of a router replica, as replicas share it on the bus (docs/contracts.md
 // section 12): subject `NS.router.load`, a msgpack map
-//   {"v": 1, "router_id": str, "seq": u64, "op": "add"|"prefill_done"|"release"|"hello",
+//   {"v": 1, "router_id": str, "seq": u64, "op": "add"|"prefill_done"|"release"|"hello"|"bye",
 //    "worker": str, "request": u64, "blocks": [u64...], "uncached": u32, "cached": u32}
 // "add" (a request routed to `worker`) carries its prompt's block hashes, how many of them the
 // worker must compute (`uncached`) and how many it had cached (`cached`: where its
 // predicted-on-route entries start); "prefill_done" and "release" need only the request (their
 // worker is informative: a worker that left may have no name any more).
 // "hello" is the replica's heartbeat (no worker or request): a peer silent for a while has left,
-// and its entries are dropped (peer_load.h). `seq` counts each replica's messages from 1, so a
+// and its entries are dropped (peer_load.h). "bye" (no worker or request either) is a replica
+// stopping: its entries are dropped at once, not after the silence. `seq` counts each replica's messages from 1, so a
 // receiver sees what the bus lost. Decoding reads untrusted bytes: it never throws, bounds every
 // length, skips unknown keys, and rejects another version or an unknown op.
 #pragma once
@@ -26,7 +27,7 @@ inline constexpr uint32_t kLoadOpVersion = 1;
 // At most this many block hashes in one "add" (2 M tokens at 16 tokens per block).
 inline constexpr uint32_t kMaxOpBlocks = 1u << 17;
 
-enum class OpKind : uint8_t { kAdd, kPrefillDone, kRelease, kHello };
+enum class OpKind : uint8_t { kAdd, kPrefillDone, kRelease, kHello, kBye };
 std::string_view op_name(OpKind kind);
 
 // A decoded op. Its strings are views into the decoded bytes; an add's block hashes are copied

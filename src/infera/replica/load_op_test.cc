@@ -42,6 +42,12 @@ TEST(LoadOpTest, ReleasePrefillDoneAndHelloRoundTrip) {
   ASSERT_TRUE(hello.ok());
   EXPECT_EQ(hello->kind, OpKind::kHello);
   EXPECT_EQ(hello->seq, 3u);
+  encode_op(out, "r", 4, OpFields{OpKind::kBye, "", 0, {}, 0, 0});
+  const Result<LoadOp> bye = decode_op(bytes(out), blocks);
+  ASSERT_TRUE(bye.ok()) << bye.status().message();
+  EXPECT_EQ(bye->kind, OpKind::kBye);
+  EXPECT_EQ(bye->router_id, "r");
+  EXPECT_EQ(bye->seq, 4u);
 }
 
 // A map with the given key/values, written by hand (what another peer or an attacker could send).

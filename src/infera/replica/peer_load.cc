@@ -56,6 +56,11 @@ ApplyOutcome PeerLoad::apply(const LoadOp& op, std::span<const uint64_t> blocks)
   ++peer.ops;
   switch (op.kind) {
     case OpKind::kHello: return count(ApplyOutcome::kApplied);
+    case OpKind::kBye:
+      release_all(peer);
+      peers_.erase(it);
+      ++departures_.goodbye;
+      return count(ApplyOutcome::kApplied);
     case OpKind::kAdd: {
       const std::optional<kv::WorkerId> worker = resolve_(op.worker);
       if (!worker) return count(ApplyOutcome::kUnknownWorker);
@@ -95,6 +100,7 @@ size_t PeerLoad::expire() {
       release_all(it->second);
       it = peers_.erase(it);
       ++dropped;
+      ++departures_.silent;
     } else {
       ++it;
     }
@@ -108,7 +114,13 @@ bool PeerLoad::drop_peer(std::string_view router_id) {
   if (it == peers_.end()) return false;
   release_all(it->second);
   peers_.erase(it);
+  ++departures_.gone;
   return true;
+}
+
+PeerDepartures PeerLoad::departures() const {
+  std::lock_guard lock(mu_);
+  return departures_;
 }
 
 std::vector<PeerStats> PeerLoad::peers() const {

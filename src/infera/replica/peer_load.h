@@ -50,6 +50,14 @@ struct PeerStats {
   Nanos last_heard{0};   // on the clock given
 };
 
+// Peers dropped, by why: they said goodbye ("bye"), fell silent, or the membership said they
+// left.
+struct PeerDepartures {
+  uint64_t goodbye = 0;
+  uint64_t silent = 0;
+  uint64_t gone = 0;
+};
+
 class PeerLoad {
  public:
   struct Options {
@@ -76,6 +84,7 @@ class PeerLoad {
 
   std::vector<PeerStats> peers() const;
   std::array<uint64_t, kNumApplyOutcomes> outcomes() const;
+  PeerDepartures departures() const;
   const std::string& self_id() const { return self_id_; }
 
  private:
@@ -98,6 +107,7 @@ class PeerLoad {
   mutable std::mutex mu_;
   std::unordered_map<std::string, Peer> peers_;  // guarded by mu_
   std::array<uint64_t, kNumApplyOutcomes> outcomes_{};  // guarded by mu_
+  PeerDepartures departures_;                           // guarded by mu_
 };
 
 }  // namespace infera::replica

@@ -92,6 +92,25 @@ TEST(PeerLoadTest, ASilentPeersLoadIsDroppedAndAHeartbeatKeepsItAlive) {
   EXPECT_TRUE(r.peers.drop_peer("a"));
   EXPECT_EQ(r.load.active_blocks(1), 0u);
   EXPECT_FALSE(r.peers.drop_peer("a"));
+  EXPECT_EQ(r.peers.departures().silent, 1u);
+  EXPECT_EQ(r.peers.departures().gone, 1u);
+  EXPECT_EQ(r.peers.departures().goodbye, 0u);
+}
+
+TEST(PeerLoadTest, AByeDropsThePeersLoadAtOnce) {
+  ManualClock clock;
+  Replica r("me", clock);
+  deliver(r.peers, "a", 1, {OpKind::kAdd, "w1", 1, kPrompt, 4, 0});
+  deliver(r.peers, "b", 1, {OpKind::kAdd, "w2", 1, kPrompt, 4, 0});
+  EXPECT_EQ(deliver(r.peers, "a", 2, {OpKind::kBye, "", 0, {}, 0, 0}), ApplyOutcome::kApplied);
+  EXPECT_EQ(r.load.active_blocks(1), 0u);  // no silence needed
+  EXPECT_EQ(r.load.active_blocks(2), 4u);  // b is untouched
+  const std::vector<PeerStats> peers = r.peers.peers();
+  ASSERT_EQ(peers.size(), 1u);
+  EXPECT_EQ(peers[0].router_id, "b");
+  EXPECT_EQ(r.peers.expire(), 0u);
+  EXPECT_EQ(r.peers.departures().goodbye, 1u);
+  EXPECT_EQ(r.peers.departures().silent, 0u);
 }
 
 TEST(PeerLoadTest, ThePeersPerPeerRequestBoundHolds) {
