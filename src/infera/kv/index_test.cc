@@ -296,6 +296,18 @@ TEST(KvIndexGroupsTest, WorkersBeyondSixtyFourAreIndexed) {
   EXPECT_EQ(out[299], 1u + 299 % 5);
 }
 
+// `count` families of `len` blocks each (tokens_for), with their router hashes.
+struct Families {
+  Families(uint32_t count, size_t len) {
+    for (uint32_t f = 0; f < count; ++f) {
+      tokens.push_back(tokens_for(f, len));
+      hashes.push_back(seq_hashes(tokens.back(), kBs));
+    }
+  }
+  std::vector<std::vector<TokenId>> tokens;
+  std::vector<std::vector<uint64_t>> hashes;
+};
+
 // Property: after thousands of random stores (prefix runs with parents) and removals, every
 // worker's overlap for random prompts equals a naive model's (per-worker multiset of router
 // hashes, walked block by block).
@@ -306,12 +318,9 @@ TEST(KvIndexPropertyTest, AgreesWithNaiveModel) {
   Rng rng(2024);
   constexpr uint32_t kFamilies = 12;
   constexpr size_t kLen = 10;
-  std::vector<std::vector<TokenId>> fams;
-  std::vector<std::vector<uint64_t>> fam_hashes;
-  for (uint32_t f = 0; f < kFamilies; ++f) {
-    fams.push_back(tokens_for(f, kLen));
-    fam_hashes.push_back(seq_hashes(fams.back(), kBs));
-  }
+  const Families families(kFamilies, kLen);
+  const auto& fams = families.tokens;
+  const auto& fam_hashes = families.hashes;
   // Model: per worker, engine hash -> (router hash, copies).
   std::vector<std::map<uint64_t, std::pair<uint64_t, int>>> model(kWorkers);
   auto engine_of = [](WorkerId w, uint32_t f, size_t b) {
@@ -374,12 +383,9 @@ TEST(KvIndexPropertyTest, AgreesWithNaiveModelOnEveryTierAcrossGroups) {
   Rng rng(77);
   constexpr uint32_t kFamilies = 6;
   constexpr size_t kLen = 8;
-  std::vector<std::vector<TokenId>> fams;
-  std::vector<std::vector<uint64_t>> fam_hashes;
-  for (uint32_t f = 0; f < kFamilies; ++f) {
-    fams.push_back(tokens_for(f, kLen));
-    fam_hashes.push_back(seq_hashes(fams.back(), kBs));
-  }
+  const Families families(kFamilies, kLen);
+  const auto& fams = families.tokens;
+  const auto& fam_hashes = families.hashes;
   // Model: per worker and medium, engine hash -> (router hash, stores not yet removed).
   using Tier = std::map<uint64_t, std::pair<uint64_t, int>>;
   std::vector<std::array<Tier, kNumMedia>> model(kWorkers);
