@@ -104,16 +104,21 @@ Result<Decision> Router::score(std::span<const uint64_t> seq_hashes, uint32_t pr
   if (candidates.empty()) return unavailable("no worker available");
   Decision d;
   const Inputs in = prepare(seq_hashes, prompt_tokens, candidates, stage, d);
-  d.table.resize(candidates.size());
-  for (size_t i = 0; i < candidates.size(); ++i) fill_row(d.table[i], candidates[i], in);
-  ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature, seq_hashes,
-                       &options_.load};
+  choose_rows(candidates, in, d, d.table);
+  return d;
+}
+
+void Router::choose_rows(std::span<const kv::WorkerId> candidates, const Inputs& in, Decision& d,
+                         std::vector<Candidate>& table) {
+  table.resize(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i) fill_row(table[i], candidates[i], in);
+  const ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature,
+                             in.seq_hashes, &options_.load};
   {
     std::lock_guard lock(policy_mu_);
-    d.winner = policy_->choose(request, d.table, rng_);
+    d.winner = policy_->choose(request, table, rng_);
   }
-  for (const Candidate& c : d.table) d.gated += c.gated ? 1 : 0;
-  return d;
+  for (const Candidate& c : table) d.gated += c.gated ? 1 : 0;
 }
 
 Router::Inputs Router::prepare(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
@@ -190,17 +195,9 @@ Decision Router::decide(std::span<const uint64_t> seq_hashes, uint32_t prompt_to
                         std::span<const kv::WorkerId> candidates, Stage stage) {
   Decision d;
   const Inputs in = prepare(seq_hashes, prompt_tokens, candidates, stage, d);
-  ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature, seq_hashes,
-                       &options_.load};
   if (!policy_->picks_by_columns()) {
     thread_local std::vector<Candidate> table;  // kept: no allocation per decision
-    table.resize(candidates.size());
-    for (size_t i = 0; i < candidates.size(); ++i) fill_row(table[i], candidates[i], in);
-    {
-      std::lock_guard lock(policy_mu_);
-      d.winner = policy_->choose(request, table, rng_);
-    }
-    for (const Candidate& c : table) d.gated += c.gated ? 1 : 0;
+    choose_rows(candidates, in, d, table);
     d.table.assign(1, table[d.winner]);
     d.winner = 0;
     return d;
@@ -219,6 +216,8 @@ Decision Router::decide(std::span<const uint64_t> seq_hashes, uint32_t prompt_to
     columns.load[i] = c.load_terms.total;
     predicted[i] = c.predicted_hits;
   }
+  const ScoreRequest request{d.request_blocks, d.overlap_weight, options_.temperature,
+                             seq_hashes, &options_.load};
   size_t winner = 0;
   {
     std::lock_guard lock(policy_mu_);

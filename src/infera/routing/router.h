@@ -160,6 +160,10 @@ class Router {
   // How far ahead of the row being filled a worker's load is asked for (a cold decision over a
   // thousand workers otherwise waits on each one's line in turn).
   static constexpr size_t kPrefetchAhead = 8;
+  // Fills one row of `table` per candidate and lets the policy cost them and pick: `d`'s winner
+  // (a position in `table`) and gated count.
+  void choose_rows(std::span<const kv::WorkerId> candidates, const Inputs& in, Decision& d,
+                   std::vector<Candidate>& table);
   // route()'s decision (`candidates` not empty): the table stays on this thread, the decision
   // carries the chosen row; a policy that picks by columns never gets rows at all.
   Decision decide(std::span<const uint64_t> seq_hashes, uint32_t prompt_tokens,
