@@ -13,12 +13,14 @@ namespace {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
-// Frames between the NATS thread and the call's executor.
+// Frames between the NATS thread and the call's executor. The NATS thread may hold the last
+// reference after the call (and even its io_context) is gone, so the Inbox owns no I/O object:
+// it points at the call's timer, and the call unhooks it before the timer dies.
 struct Inbox {
-  explicit Inbox(net::any_io_executor ex) : executor(ex), wake(ex) {}
-  net::any_io_executor executor;
-  net::steady_timer wake;  // touched on `executor` only
+  explicit Inbox(net::any_io_executor ex) : executor(ex) {}
+  net::any_io_executor executor;  // used only while `wake` is set
   std::mutex mu;
+  net::steady_timer* wake = nullptr;  // guarded by mu; the call's, cancelled on `executor` only
   struct Frame {
     int status = 0;
     std::string headers, payload;
@@ -33,10 +35,15 @@ struct Inbox {
 class NatsCall final : public OpenedResponse {
  public:
   NatsCall(nats::Client& bus, const NatsUpstreamOptions& options, net::any_io_executor ex)
-      : bus_(bus), options_(options), inbox_(std::make_shared<Inbox>(ex)) {
+      : bus_(bus), options_(options), wake_(ex), inbox_(std::make_shared<Inbox>(ex)) {
     inbox_->limit = options.window + 16;  // the relay's window, plus head and end
+    inbox_->wake = &wake_;
   }
-  ~NatsCall() override { close(); }
+  ~NatsCall() override {
+    close();
+    std::lock_guard lock(inbox_->mu);
+    inbox_->wake = nullptr;  // a frame still in flight on the NATS thread wakes no one now
+  }
 
   // Publishes `request` and waits for the relay's head. Errors are before the first byte.
   net::awaitable<Status> open(const http::Request& request, const std::string& worker, SteadyTime deadline);
@@ -58,6 +65,7 @@ class NatsCall final : public OpenedResponse {
 
   nats::Client& bus_;
   const NatsUpstreamOptions& options_;
+  net::steady_timer wake_;  // next_frame's wait; cancelled when a frame arrives
   std::shared_ptr<Inbox> inbox_;
   std::string subject_;  // our reply inbox
   std::string control_;  // the relay's
@@ -90,8 +98,8 @@ net::awaitable<Result<Inbox::Frame>> NatsCall::next_frame(SteadyTime until, cons
     if (std::chrono::steady_clock::now() >= until) {
       co_return deadline_exceeded(std::string(silence) + " from " + worker_ + " over NATS");
     }
-    in.wake.expires_at(until);
-    co_await in.wake.async_wait(use_nothrow);
+    wake_.expires_at(until);
+    co_await wake_.async_wait(use_nothrow);
     {
       std::lock_guard lock(in.mu);
       in.waiting = false;
@@ -116,9 +124,12 @@ net::awaitable<Status> NatsCall::open(const http::Request& request, const std::s
     } else {
       in->frames.push_back({m.status, std::string(m.headers), std::string(m.payload)});
     }
-    if (in->waiting) {
+    if (in->waiting && in->wake != nullptr) {
       in->waiting = false;
-      net::post(in->executor, [in] { in->wake.cancel(); });
+      net::post(in->executor, [in] {
+        std::lock_guard held(in->mu);
+        if (in->wake != nullptr) in->wake->cancel();
+      });
     }
   });
   auto parts = nats::encode_request(request, subject_, options_.window, bus_.max_payload());
