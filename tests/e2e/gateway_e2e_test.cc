@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "tests/e2e/e2e_support.h"
+#include "tests/support/python_publisher.h"
 
 namespace infera::e2e {
 namespace {
@@ -430,6 +431,68 @@ INSTANTIATE_TEST_SUITE_P(Protocols, DisaggregatedE2eTest, ::testing::Values("vll
 
 // ---------------------------------------------------------------------------------------------
 // 3. etcd discovery: join, SIGTERM, SIGKILL mid-stream, lease expiry.
+
+// Engines that connect out: vLLM binds its PUB socket only for an endpoint with '*' and
+// connects otherwise, so the router must bind (--kv-events-bind). Two publishers connect to one
+// SUB socket the server binds: `infera engine mock` with its own topic (the worker's topic=),
+// and the vLLM-like publisher in Python (tests/tools/events) whose topic is its worker's id,
+// the default. Each worker's mirror fills from its own publisher only; the first batches of the
+// Python one are lost on the way (as before a connection is up) and repaired by replay from
+// its replay socket; a publisher whose topic names no worker is counted, never applied.
+TEST(GatewayE2eTest, EnginesThatConnectAreHeardOnKvEventsBind) {
+  const std::string bind = "tcp://127.0.0.1:" + std::to_string(infera::testing::free_port());
+  auto a = std::make_unique<InferaProcess>(
+      "bind_a", infera::testing::with_dev_transports(
+                    {"engine", "mock", "--host", "127.0.0.1", "--port", "0", "--model", std::string(kModel),
+                     "--shutdown-grace-s", "2", "--log-level", "warn", "--kv-events-config",
+                     R"({"enable_kv_cache_events":true,"publisher":"zmq","endpoint":")" + bind +
+                         R"(","replay_endpoint":"tcp://127.0.0.1:*","topic":"engine-a"})"}));
+  auto b = start_engine("bind_b");  // its own events bind; the server is not told of them
+  ASSERT_TRUE(a->ready() && b->ready());
+  ASSERT_FALSE(a->replay_endpoint().empty()) << a->log();
+  infera::testing::PythonPublisher vllm({"--connect", bind, "--topic", b->id(), "--seed", "5"});
+  infera::testing::PythonPublisher stranger({"--connect", bind, "--topic", "nobody", "--seed", "6"});
+  auto server = start_server(
+      "bind_server", {"--kv-events-bind", bind, "--worker",
+                      a->url() + ",replay=" + a->replay_endpoint() + ",topic=engine-a", "--worker",
+                      b->url() + ",replay=" + vllm.replay});
+  ASSERT_TRUE(server->ready()) << server->log();
+  const uint16_t port = server->port();
+  ASSERT_TRUE(eventually([&] { return fleet_is(port, {a->id(), b->id()}); })) << server->log();
+
+  // The Python publisher: its first 3 batches never reach the server.
+  EXPECT_TRUE(vllm.call({{"op", "wait_subscriber"}, {"timeout_ms", 20000}}).at("ok").as_bool());
+  vllm.call({{"op", "steps"}, {"n", 30}, {"drop_first", 3}});
+  const auto truth = json::value_to<int64_t>(vllm.call({{"op", "dump"}}).at("gpu_blocks"));
+  ASSERT_GT(truth, 0);
+  EXPECT_TRUE(eventually([&] {
+    vllm.call({{"op", "serve"}, {"ms", 50}});  // its replay socket answers only while asked to
+    return block_count(port, b->id()) == truth;
+  }))
+      << block_count(port, b->id()) << " blocks mirrored for " << b->id() << ", the publisher holds " << truth
+      << "\n" << server->log();
+  std::optional<WorkerTable> t = workers(port);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->at(b->id()).events_state, "live");
+  EXPECT_GE(t->at(b->id()).replays, 1);
+
+  // The mock engine: a prompt served by it directly is cached there and mirrored by the server
+  // under its topic; nothing of it lands on the other worker.
+  const Reply served = post(a->port(), "/v1/completions", completion_body(token_ids(11, 512), 2));
+  ASSERT_EQ(served.status, 200) << served.body;
+  EXPECT_TRUE(eventually([&] { return block_count(port, a->id()) >= 32; }))
+      << block_count(port, a->id()) << "\n" << server->log();
+  EXPECT_EQ(block_count(port, b->id()), truth);
+
+  // The stranger's batches are counted as unattributed and applied to no one.
+  EXPECT_TRUE(stranger.call({{"op", "wait_subscriber"}, {"timeout_ms", 20000}}).at("ok").as_bool());
+  stranger.call({{"op", "steps"}, {"n", 5}});
+  EXPECT_TRUE(eventually([&] {
+    return metric_sum(get(port, "/metrics").body, "infera_kv_events_unattributed_total") >= 5;
+  }));
+  EXPECT_EQ(block_count(port, b->id()), truth);
+  EXPECT_NE(server->log().find("topic names no worker"), std::string::npos) << server->log();
+}
 
 TEST(GatewayE2eTest, EtcdFleetFollowsWorkersJoiningLeavingAndDying) {
   auto etcd = testing::EtcdProcess::start();

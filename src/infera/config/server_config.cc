@@ -121,6 +121,7 @@ Status resolve_choices(const ChoiceWords& w, const FlagSet& f, const ConfigSourc
   }
   in.workers = !c.workers.empty();
   for (const std::string& spec : c.workers) in.worker_zmq = in.worker_zmq || worker_spec_names_zmq(spec);
+  in.events_bind = !c.kv_events_bind.empty();
   in.etcd = !c.etcd_endpoint.empty();
   in.k8s = !c.kubeconfig.empty() || !c.k8s_namespace.empty() || !c.k8s_selector.empty() ||
            !c.k8s_prefill_selector.empty() || !c.k8s_decode_selector.empty() ||
@@ -281,7 +282,8 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
         "zmq or nats (default nats, unless a --worker with kv= implies zmq)", "TRANSPORT");
   add_nats_flags(f, c);
   f.add("--kv-events-bind", &c.kv_events_bind,
-        "also bind a SUB socket here for engines that connect to the router (topic = worker id)",
+        "bind a SUB socket here for engines that connect to the router: a worker without kv= is "
+        "heard by its topic= (default: its host:port); implies --kv-event-transport zmq",
         "ENDPOINT");
   f.add("--max-body-bytes", &c.max_body_bytes, "largest request body (default 16 MiB)", "BYTES");
   f.add("--max-header-bytes", &c.max_header_bytes, "largest request header (default 16 KiB)",

@@ -43,8 +43,14 @@ Result<Transports> resolve_transports(const TransportInputs& in) {
           "--worker ...,kv=/replay= names ZMQ endpoints, which --kv-event-transport nats does not "
           "use: drop kv= and replay=, or pass --kv-event-transport zmq");
     }
+    if (in.events_bind && t.events == KvEventTransport::kNats) {
+      return invalid_argument(
+          "--kv-events-bind binds a ZMQ socket for engines that connect to the router, which "
+          "--kv-event-transport nats does not use: drop --kv-events-bind, or pass "
+          "--kv-event-transport zmq");
+    }
   } else {
-    t.events = in.worker_zmq ? KvEventTransport::kZmq : KvEventTransport::kNats;
+    t.events = in.worker_zmq || in.events_bind ? KvEventTransport::kZmq : KvEventTransport::kNats;
   }
   if (in.request) {
     t.request = *in.request;

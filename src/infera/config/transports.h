@@ -4,6 +4,7 @@
 //   - a flag given explicitly wins;
 //   - otherwise a setting that only makes sense with one choice implies it: --worker implies
 //     static discovery, a --worker spec with kv=/replay= implies http requests and zmq events,
+//     --kv-events-bind implies zmq events,
 //     --etcd-endpoint implies etcd, the --k8s-* flags and --kubeconfig imply k8s;
 //   - otherwise the production defaults: k8s discovery, nats for both transports;
 //   - a combination that cannot work is one error line naming the flags to pass. Never a silent
@@ -27,6 +28,7 @@ struct TransportInputs {
   std::optional<KvEventTransport> events;
   bool workers = false;      // --worker given
   bool worker_zmq = false;   // a --worker spec names kv= or replay= (ZMQ endpoints)
+  bool events_bind = false;  // --kv-events-bind given (a ZMQ socket: implies zmq events)
   bool etcd = false;         // --etcd-endpoint given
   bool k8s = false;          // --k8s-* or --kubeconfig given
 };

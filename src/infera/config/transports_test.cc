@@ -39,6 +39,12 @@ TEST(Transports, SettingsImplyTheirChoices) {
   EXPECT_EQ(t.request, RequestTransport::kNats);
   EXPECT_EQ(t.events, KvEventTransport::kNats);
 
+  TransportInputs bind;  // --kv-events-bind: engines connect their PUB sockets to the router
+  bind.workers = bind.events_bind = true;
+  t = ok(bind);
+  EXPECT_EQ(t.events, KvEventTransport::kZmq);
+  EXPECT_EQ(t.request, RequestTransport::kNats);  // it says nothing of requests
+
   TransportInputs etcd;
   etcd.etcd = true;
   EXPECT_EQ(ok(etcd).discovery, DiscoveryBackend::kEtcd);
@@ -84,6 +90,10 @@ TEST(Transports, ImpossibleCombinationsNameTheFlagsToPass) {
   TransportInputs e;
   e.workers = e.etcd = true;
   EXPECT_NE(error(e).find("pass --discovery-backend"), std::string::npos);
+  TransportInputs f;
+  f.events_bind = true;
+  f.events = KvEventTransport::kNats;
+  EXPECT_NE(error(f).find("drop --kv-events-bind, or pass --kv-event-transport zmq"), std::string::npos);
 }
 
 TEST(Transports, NatsServerComesFromTheFlagThenTheEnvironment) {

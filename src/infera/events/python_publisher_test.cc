@@ -5,12 +5,6 @@
 // buffer to force staleness (then clears the cache as /reset_prefix_cache does), and restarts
 // the publisher to force a rebuild; after each, the router's KvIndex mirror must equal the
 // publisher's cache block for block.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -19,8 +13,7 @@
 
 #include "infera/events/events_test_util.h"
 #include "infera/events/subscriber.h"
-
-extern char** environ;
+#include "tests/support/python_publisher.h"
 
 namespace infera::events {
 namespace {
@@ -28,96 +21,10 @@ namespace {
 namespace json = boost::json;
 using namespace std::chrono_literals;
 using testing::wait_until;
+using infera::testing::PythonPublisher;
 
 constexpr kv::WorkerId kWorker = 1;
 constexpr uint32_t kBs = 16;
-
-// The publisher process, talked to line by line over pipes.
-class PythonPublisher {
- public:
-  explicit PythonPublisher(const std::vector<std::string>& args) {
-    int in[2];
-    int out[2];
-    EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
-    EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    std::vector<std::string> argv = {"/usr/bin/python3",
-                                     INFERA_SOURCE_DIR "/tests/tools/events/fake_vllm_publisher.py"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, argv[0].c_str(), &fa, nullptr, cargv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    close(in[0]);
-    close(out[1]);
-    to_child_ = in[1];
-    from_child_ = out[0];
-    const json::value ready = read_json();
-    pub = std::string(ready.at("pub").as_string());
-    replay = std::string(ready.at("replay").as_string());
-  }
-
-  ~PythonPublisher() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);  // our own child, by pid
-      waitpid(pid_, nullptr, 0);
-    }
-    close(to_child_);
-    close(from_child_);
-  }
-
-  json::value call(const json::object& cmd) {
-    const std::string line = json::serialize(cmd) + "\n";
-    EXPECT_EQ(write(to_child_, line.data(), line.size()), static_cast<ssize_t>(line.size()));
-    return read_json();
-  }
-
-  // Asks the publisher to exit and reaps it (an engine process going away).
-  void exit() {
-    call({{"op", "exit"}});
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
-  std::string pub;
-  std::string replay;
-
- private:
-  json::value read_json(std::chrono::milliseconds timeout = 60s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (true) {
-      const size_t nl = buffer_.find('\n');
-      if (nl != std::string::npos) {
-        const std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return json::parse(line);
-      }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      pollfd p{from_child_, POLLIN, 0};
-      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) {
-        ADD_FAILURE() << "publisher did not answer in time";
-        return json::object{{"error", "timeout"}};
-      }
-      char chunk[65536];
-      const ssize_t n = read(from_child_, chunk, sizeof(chunk));
-      if (n <= 0) {
-        ADD_FAILURE() << "publisher exited";
-        return json::object{{"error", "eof"}};
-      }
-      buffer_.append(chunk, static_cast<size_t>(n));
-    }
-  }
-
-  pid_t pid_ = -1;
-  int to_child_ = -1;
-  int from_child_ = -1;
-  std::string buffer_;
-};
 
 struct Variant {
   const char* name;

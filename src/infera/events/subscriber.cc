@@ -272,7 +272,9 @@ Status KvEventListener::add_worker(ListenerWorker worker) {
 }
 
 void KvEventListener::remove_worker(kv::WorkerId worker) {
-  std::shared_ptr<Entry> gone;  // released outside the lock
+  std::shared_ptr<Entry> gone;  // released outside the locks
+  // After this returns no message of the worker is being applied: its slot may be reused.
+  std::lock_guard step(step_mu_);
   std::lock_guard lock(mu_);
   for (auto it = by_topic_.begin(); it != by_topic_.end(); ++it) {
     if (it->second->stream->options().worker == worker) {
@@ -319,11 +321,18 @@ void KvEventListener::run(std::unique_ptr<Sockets> sockets) {
         const size_t n = recv_message(sub, frames);
         if (n == 0) break;
         const std::string_view topic(static_cast<const char*>(frames[0].data()), frames[0].size());
+        std::lock_guard step(step_mu_);  // uncontended but for remove_worker
         const std::shared_ptr<Entry> entry = find(topic);
         if (!entry) {
+          const MessageError error = n == 3 ? MessageError::kUnknownTopic : MessageError::kFrameCount;
           std::lock_guard lock(mu_);
-          ++unattributed_[static_cast<size_t>(n == 3 ? MessageError::kUnknownTopic
-                                                     : MessageError::kFrameCount)];
+          if (error == MessageError::kUnknownTopic && unattributed_[static_cast<size_t>(error)] == 0) {
+            // Once: an engine whose topic names no worker is otherwise silently unheard.
+            INFERA_LOG(kWarn, "events").msg("KV events whose topic names no worker (logged once; "
+                                            "counted in infera_kv_events_unattributed_total)")
+                .kv("endpoint", bound_endpoint_).kv("topic", topic.substr(0, 128));
+          }
+          ++unattributed_[static_cast<size_t>(error)];
           continue;
         }
         if (n != 3) {

@@ -127,7 +127,8 @@ class KvEventListener {
 
   // Registers a worker by topic (unique) and adds it to the index. Any thread.
   Status add_worker(ListenerWorker worker);
-  // Stops routing the worker's topic; its mirror stays in the index. Any thread.
+  // Stops routing the worker's topic; its mirror stays in the index. When it returns, no
+  // message of the worker is being applied (its slot may be given to another). Any thread.
   void remove_worker(kv::WorkerId worker);
 
   std::optional<StreamStats> stats(kv::WorkerId worker) const;
@@ -151,6 +152,7 @@ class KvEventListener {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 
+  std::mutex step_mu_;  // held while one message is applied, and by remove_worker
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Entry>, TopicHash, std::equal_to<>>
       by_topic_;                                            // guarded by mu_

@@ -89,6 +89,9 @@ struct GatewayContext {
   // which uses them.
   std::unique_ptr<nats::Client> bus;
   std::unique_ptr<events::NatsEventSource> nats_events;
+  // --kv-events-bind: the SUB socket engines that connect their PUB sockets send to; null
+  // without the flag. Before the fleet, which registers workers with it.
+  std::unique_ptr<events::KvEventListener> kv_listener;
   // How requests reach workers: a NatsUpstream over `bus`, or an HttpUpstream over `upstream`.
   std::unique_ptr<proxy::Upstream> transport;
   std::unique_ptr<Fleet> fleet;
@@ -115,14 +118,16 @@ void add_public_routes(GatewayContext& g, http::Routes& routes);
 void add_metric_collectors(GatewayContext& g);
 
 // Tokenizes a parsed request's prompt (ids as given, moved out of `r`; text or chat through the
-// encoder); the time spent is added to `tokenize_time`.
+// encoder, setting `r.media_from_token`); the time spent is added to `tokenize_time`.
 Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, OpenAiRequest& r,
                                             Nanos& tokenize_time);
 
 // The prompt's block hashes as the KV index keys them (docs/contracts.md section 4): for a
 // model the fleet serves as a LoRA adapter (`adapter`, from Fleet::lookup), seeded with the
-// adapter's name, as the router hashes the blocks of KV events that name it (vLLM's `lora_name`).
-void prompt_hashes(const GatewayContext& g, std::string_view model, bool adapter,
+// adapter's name, as the router hashes the blocks of KV events that name it (vLLM's `lora_name`);
+// a prompt with media mixes them into the seed of its blocks from `r.media_from_token` on
+// (kv::media_seed): only requests with the same media share those blocks' hashes.
+void prompt_hashes(const GatewayContext& g, const OpenAiRequest& r, bool adapter,
                    std::span<const uint32_t> ids, std::vector<uint64_t>& out);
 
 }  // namespace infera::gateway

@@ -148,6 +148,10 @@ bool FleetView::speaks(kv::WorkerId slot, discovery::PdProtocol protocol) const 
   return rows_[slot_index_[slot]].protocol == protocol;
 }
 
+std::string listener_topic(const discovery::WorkerInfo& info) {
+  return info.topic.empty() ? info.id : info.topic;
+}
+
 bool could_serve(const FleetMember& m, std::string_view model, routing::Stage stage,
                  bool split_fleet, const std::vector<kv::WorkerId>& skip) {
   return fits(m.refused(), m.info.role, m.slot, stage, split_fleet, skip) && m.serves(model);
@@ -210,6 +214,16 @@ FleetMember Fleet::join(const discovery::WorkerInfo& info, std::shared_ptr<Worke
       INFERA_LOG(kError, "fleet").msg("cannot follow the worker's KV events over NATS; routing by load only")
           .kv("worker", info.id).kv("error", added.message());
     }
+  } else if (info.kv_endpoint.empty() && options_.kv_listener != nullptr) {
+    const Status added = options_.kv_listener->add_worker(
+        {m.slot, info.id, listener_topic(info), info.replay_endpoint, {}});
+    if (added.ok()) {
+      m.rt->on_listener = true;
+    } else {
+      INFERA_LOG(kError, "fleet").msg("cannot hear the worker's KV events on --kv-events-bind; "
+                                      "routing by load only (give each worker its own topic=)")
+          .kv("worker", info.id).kv("topic", listener_topic(info)).kv("error", added.message());
+    }
   } else if (!info.kv_endpoint.empty()) {
     events::SubscriberConfig c;
     c.worker = m.slot;
@@ -258,6 +272,7 @@ std::optional<events::StreamSnapshot> Fleet::stream_snapshot(const FleetMember& 
 void Fleet::leave(const FleetMember& m) {
   if (m.rt->subscriber) m.rt->subscriber->stop();
   if (options_.nats_events != nullptr) options_.nats_events->remove_worker(m.slot);
+  if (m.rt->on_listener) options_.kv_listener->remove_worker(m.slot);
   poller_->stop(m);  // before the slot is freed: a poll in flight must not record into it
   index_.remove_worker(m.slot);
   load_.remove_worker(m.slot);
@@ -393,11 +408,15 @@ bool Fleet::mark_refused(FleetMember& m, const std::string& reason) {
 std::optional<events::StreamStats> Fleet::event_stats(const FleetMember& member) const {
   if (member.rt->subscriber) return member.rt->subscriber->stats();
   if (options_.nats_events != nullptr) return options_.nats_events->stats(member.slot);
+  if (member.rt->on_listener) return options_.kv_listener->stats(member.slot);
   return std::nullopt;
 }
 
 std::string Fleet::event_source(const FleetMember& member) const {
   if (options_.nats_events != nullptr) return nats::kv_events_subject(options_.nats_namespace, member.info.id);
+  if (member.rt->on_listener) {
+    return options_.kv_listener->endpoint() + " (bound; topic " + listener_topic(member.info) + ")";
+  }
   return member.info.kv_endpoint.empty() ? "none" : member.info.kv_endpoint;
 }
 

@@ -48,6 +48,10 @@ namespace infera::gateway {
 class EnginePoller;
 struct EnginePoll;
 
+// The topic a worker's events carry when its engine connects to the --kv-events-bind listener:
+// its record's topic when it names one, else its id (host:port), which names it uniquely.
+std::string listener_topic(const discovery::WorkerInfo& info);
+
 // Mutable per-worker state shared by every view that holds the worker (one per record: a
 // changed record gets a new one).
 struct WorkerRuntime {
@@ -68,6 +72,8 @@ struct WorkerRuntime {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> failures{0};
   std::unique_ptr<events::KvEventSubscriber> subscriber;  // null: no events (load-only)
+  // Its events arrive on the --kv-events-bind listener (set at join, before any view holds it).
+  bool on_listener = false;
   // Its /metrics polling (engine_poller.h); null when off. Used under the Fleet's update mutex.
   std::shared_ptr<EnginePoll> engine_poll;
 
@@ -185,6 +191,9 @@ class Fleet {
     // subject), and no ZMQ subscriber is made. Outlives the fleet. Null: ZMQ, per worker.
     events::NatsEventSource* nats_events = nullptr;
     std::string nats_namespace = "infera";  // its subjects' namespace (for the admin API)
+    // --kv-events-bind: workers with no event endpoint of their own (no kv=) are heard on this
+    // listener, by topic (listener_topic). Outlives the fleet. Null: such workers are load-only.
+    events::KvEventListener* kv_listener = nullptr;
     // --request-transport nats: the fleet's own calls to workers (/v1/models, /metrics) go
     // through it, as requests do. Null: the HTTP client. Outlives the fleet.
     proxy::Upstream* control = nullptr;
@@ -235,7 +244,8 @@ class Fleet {
   // The member's mirror with the stream positions it reflects (a sibling's warm start); none
   // when it has no events.
   std::optional<events::StreamSnapshot> stream_snapshot(const FleetMember& member) const;
-  // Where its events come from, for the admin API: the ZMQ endpoint, or the NATS subject.
+  // Where its events come from, for the admin API: the ZMQ endpoint, the NATS subject, or
+  // the --kv-events-bind listener with the worker's topic.
   std::string event_source(const FleetMember& member) const;
 
   // "healthy", "backoff", "refused" (a state for the admin API).

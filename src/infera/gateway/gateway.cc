@@ -104,6 +104,15 @@ void add_metric_collectors(GatewayContext& g) {
     out.counter("infera_discovery_resyncs_total", "Full re-reads (re-lists) of the discovery backend.")
         .inc(static_cast<double>(discovery.resyncs));
     add_replica_metrics(g, out);
+    if (g.kv_listener) {
+      const auto unattributed = g.kv_listener->unattributed_errors();
+      for (const events::MessageError e : {events::MessageError::kUnknownTopic, events::MessageError::kFrameCount}) {
+        out.counter("infera_kv_events_unattributed_total",
+                    "Messages on --kv-events-bind no worker could be charged with, by reason.",
+                    {{"reason", std::string(events::message_error_name(e))}})
+            .inc(static_cast<double>(unattributed[static_cast<size_t>(e)]));
+      }
+    }
     out.counter("infera_predicted_blocks_confirmed_total",
                 "Predicted-on-route blocks that the worker's KV events confirmed.")
         .inc(static_cast<double>(g.predicted.confirmed_total()));
@@ -278,6 +287,21 @@ Status start_transports(const config::ServerConfig& c, GatewayContext& g) {
   return ok_status();
 }
 
+// --kv-events-bind: one SUB socket bound for engines that connect their PUB sockets to the
+// router (vLLM connects for an endpoint without '*'); each message's topic says whose it is
+// (Fleet::Options::kv_listener). A bind failure ends startup. The transport resolution has
+// already refused it with NATS events.
+Status start_kv_listener(const config::ServerConfig& c, GatewayContext& g) {
+  if (c.kv_events_bind.empty()) return ok_status();
+  events::ListenerConfig lc;
+  lc.endpoint = c.kv_events_bind;
+  g.kv_listener = std::make_unique<events::KvEventListener>(g.index, lc);
+  if (Status s = g.kv_listener->start(); !s.ok()) {
+    return Status(s.code(), "--kv-events-bind: " + s.message());
+  }
+  return ok_status();
+}
+
 // The gateway's upkeep, once a second until shutdown: the fleet's (Fleet::maintain), the
 // replicas' heartbeat and silent peers, and handing freed heap back after a burst.
 void run_maintenance(Gateway::Impl& i) {
@@ -352,8 +376,10 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   // Before the bus: a bad kubeconfig is reported as itself, not hidden behind NATS being away.
   INFERA_ASSIGN_OR_RETURN(g.source, make_worker_source(config, *g.loop, std::move(static_workers)));
   INFERA_RETURN_IF_ERROR(start_transports(config, g));
+  INFERA_RETURN_IF_ERROR(start_kv_listener(config, g));
   Fleet::Options fo;
   fo.nats_events = g.nats_events.get();
+  fo.kv_listener = g.kv_listener.get();
   fo.nats_namespace = config.nats_namespace;
   if (config.request_transport == config::RequestTransport::kNats) fo.control = g.transport.get();
   fo.block_size = config.block_size;

@@ -19,12 +19,16 @@ Written from the protocol in shared/wire/KV_EVENTS.md (sections 1.1-1.7, 2), not
     KV-cache group (group_idx 1) that stores the same hashes and drops blocks early;
     --offload moves evicted blocks to a CPU tier with tokenless stores (OffloadingConnector).
 
+With --connect ENDPOINT the PUB socket connects to a subscriber that binds (a router's
+--kv-events-bind), as vLLM's does for an endpoint without '*'; the replay socket still binds.
+
 Protocol with the test: first line on stdout {"pub": endpoint, "replay": endpoint}; then one
 JSON command per stdin line, one JSON answer per stdout line:
   {"op": "wait_subscriber", "timeout_ms": T}  -> {"ok": bool}
   {"op": "steps", "n": N, "drop_first": K, "drop_every": M}
         run N scheduler steps; the first K batches and every M-th are buffered for replay but
         not sent live (a lossy network)                 -> {"seq": last seq used}
+  {"op": "serve", "ms": T}  answer replay requests for T ms  -> {"ok": true}
   {"op": "clear"}                                       -> {"seq": ...}
   {"op": "dump"}  the true cache -> {"gpu_blocks": n, "cpu_blocks": n, "paths": [[tokens]]}
   {"op": "exit"}
@@ -196,7 +200,12 @@ class Publisher:
         self.pub.setsockopt(zmq.LINGER, 0)
         self.router = self.ctx.socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
-        self.pub_ep = self.bind(self.pub, args.pub_port)
+        if args.connect:
+            # vLLM connects its PUB socket when the endpoint has no '*' (the router binds).
+            self.pub.connect(args.connect)
+            self.pub_ep = args.connect
+        else:
+            self.pub_ep = self.bind(self.pub, args.pub_port)
         self.replay_ep = self.bind(self.router, args.replay_port)
         self.topic = args.topic.encode()
         self.seq = 0
@@ -266,6 +275,7 @@ def main():
     ap.add_argument("--pub-port", type=int, default=0)
     ap.add_argument("--replay-port", type=int, default=0)
     ap.add_argument("--topic", default="kv-events")
+    ap.add_argument("--connect", default="", help="connect the PUB socket here instead of binding")
     ap.add_argument("--buffer-steps", type=int, default=10000)
     ap.add_argument("--hwm", type=int, default=100000)
     ap.add_argument("--seed", type=int, default=0)
@@ -322,6 +332,12 @@ def main():
                     seq = pub.publish(cache.take(), live=not lost)
                     pub.service(0)  # answer replays between steps, as vLLM's thread does
                 reply({"seq": seq})
+            elif op == "serve":
+                # Answers replay requests for ms milliseconds (between commands nothing does).
+                deadline = time.monotonic() + cmd.get("ms", 50) / 1000
+                while time.monotonic() < deadline:
+                    pub.service(max(1, int((deadline - time.monotonic()) * 1000)))
+                reply({"ok": True})
             elif op == "clear":
                 cache.clear()
                 reply({"seq": pub.publish(cache.take())})
