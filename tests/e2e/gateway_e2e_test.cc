@@ -432,6 +432,54 @@ INSTANTIATE_TEST_SUITE_P(Protocols, DisaggregatedE2eTest, ::testing::Values("vll
 // ---------------------------------------------------------------------------------------------
 // 3. etcd discovery: join, SIGTERM, SIGKILL mid-stream, lease expiry.
 
+// A chat with an image: the engine computes its blocks from the image on, so the router keys
+// those blocks by the image too (kv::media_seed) and a request with another image predicts no
+// hit there, while the conversation before the image keeps its cache hits. Real tokenizer on
+// both sides, as a user runs it.
+TEST(GatewayE2eTest, MediaPartsNeverPredictHitsAnotherImageMade) {
+  auto e0 = start_engine("media_e0", {"--tokenizer", kQwen3, "--speedup-ratio", "100"});
+  ASSERT_TRUE(e0->ready());
+  auto server = start_server("media_server",
+                             {"--router-tokenizer-path", kQwen3, "--worker", e0->worker_flag()});
+  ASSERT_TRUE(server->ready());
+  const uint16_t s = server->port();
+  ASSERT_TRUE(eventually([&] { return fleet_is(s, {e0->id()}); })) << server->log();
+  std::string system;
+  for (int i = 0; i < 60; ++i) system += "Rule " + std::to_string(i) + ": answer briefly and cite the page. ";
+  const auto chat = [&](std::string_view image) {
+    json::array parts = {json::object{{"type", "text"}, {"text", "What is in this picture?"}}};
+    if (!image.empty()) {
+      parts.push_back(json::object{{"type", "image_url"}, {"image_url", json::object{{"url", image}}}});
+    }
+    json::object body{{"model", kModel}, {"max_tokens", 2},
+                      {"messages", json::array{json::object{{"role", "system"}, {"content", system}},
+                                               json::object{{"role", "user"}, {"content", parts}}}}};
+    return json::serialize(body);
+  };
+  const std::string with_a = chat("data:image/png;base64,AAAA");
+  const Reply first = post(s, "/v1/chat/completions", with_a);
+  ASSERT_EQ(first.status, 200) << first.body;
+  const int64_t prompt_tokens = int_at(usage_of(first), "prompt_tokens");
+  ASSERT_GT(prompt_tokens, 600);
+  ASSERT_TRUE(eventually([&] { return block_count(s, e0->id()) >= prompt_tokens / 16; }))
+      << block_count(s, e0->id());
+
+  const auto explain = [&](const std::string& body) { return parse_json(post(s, "/v1/admin/route-explain", body).body); };
+  const json::value b = explain(chat("data:image/png;base64,BBBB"));
+  const int64_t from = int_at(b, "media_from_token");
+  EXPECT_GT(from, 16 * 30);  // the system prompt renders the same with or without the image
+  EXPECT_LT(from, prompt_tokens);
+  // Another image: hits on the system prompt's blocks only.
+  EXPECT_EQ(int_at(b, "stages/0/workers/0/cache_hits"), from / 16) << json::serialize(b);
+  // The same image: no more (the engine's events key blocks by tokens; they never confirm
+  // blocks keyed by media), and no less.
+  EXPECT_EQ(int_at(explain(with_a), "stages/0/workers/0/cache_hits"), from / 16);
+  // Text only: the media key is not there; it hits at least the system prompt's blocks.
+  const json::value text = explain(chat(""));
+  EXPECT_EQ(find(text, "media_from_token"), nullptr);
+  EXPECT_GE(int_at(text, "stages/0/workers/0/cache_hits"), from / 16);
+}
+
 // Engines that connect out: vLLM binds its PUB socket only for an endpoint with '*' and
 // connects otherwise, so the router must bind (--kv-events-bind). Two publishers connect to one
 // SUB socket the server binds: `infera engine mock` with its own topic (the worker's topic=),

@@ -135,7 +135,7 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
   }
   const auto view = g.fleet->view();
   std::vector<uint64_t> hashes;
-  prompt_hashes(g, parsed->model, g.fleet->lookup(*view, parsed->model).adapter, *ids, hashes);
+  prompt_hashes(g, *parsed, g.fleet->lookup(*view, parsed->model).adapter, *ids, hashes);
   json::array stages;
   // A split fleet (prefill and decode pools) shows both stages' tables, as a request is routed.
   const bool disaggregated = g.fleet->split(*view, parsed->model);
@@ -206,6 +206,8 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
   }
   json::object root;
   root["prompt_tokens"] = ids->size();
+  // A prompt with media: its blocks from here on are keyed by the media too (prompt_hashes).
+  if (parsed->media_digest != 0) root["media_from_token"] = parsed->media_from_token;
   root["block_size"] = g.config.block_size;
   root["disaggregated"] = disaggregated;
   if (protocol) root["protocol"] = discovery::pd_protocol_name(*protocol);

@@ -154,14 +154,23 @@ Result<std::vector<uint32_t>> prompt_tokens(const GatewayContext& g, OpenAiReque
   if (!g.prompts) return std::vector<uint32_t>{};  // no tokenizer: route by load only
   const Nanos t0 = g.clock.now();
   Result<std::vector<uint32_t>> ids = encode_prompt(*g.prompts, r);  // the engine's path too
+  if (ids.ok()) r.media_from_token = tokens_before_media(*g.prompts, r, *ids);
   tokenize_time += g.clock.now() - t0;
   return ids;
 }
 
-void prompt_hashes(const GatewayContext& g, std::string_view model, bool adapter,
+void prompt_hashes(const GatewayContext& g, const OpenAiRequest& r, bool adapter,
                    std::span<const uint32_t> ids, std::vector<uint64_t>& out) {
-  const uint64_t seed = adapter ? kv::lora_seed(model) : kv::kHashSeed;
-  kv::compute_seq_hashes(ids, g.config.block_size, seed, out);
+  const uint32_t bs = g.config.block_size;
+  const uint64_t seed = adapter ? kv::lora_seed(r.model) : kv::kHashSeed;
+  if (r.media_digest == 0) return kv::compute_seq_hashes(ids, bs, seed, out);
+  // Blocks wholly before the media hash as any prompt's; the rest chain on with the media's seed.
+  const size_t plain = std::min(r.media_from_token, ids.size()) / bs * bs;
+  kv::compute_seq_hashes(ids.first(plain), bs, seed, out);
+  thread_local std::vector<uint64_t> rest;
+  kv::compute_seq_hashes(ids.subspan(plain), bs, kv::media_seed(seed, r.media_digest), rest, nullptr,
+                         !out.empty(), out.empty() ? 0 : out.back());
+  out.insert(out.end(), rest.begin(), rest.end());
 }
 
 namespace {
@@ -430,7 +439,7 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   }
   const Nanos t_hash = g.clock.now();
   std::vector<uint64_t> hashes;
-  prompt_hashes(g, parsed->model, found.adapter, *ids, hashes);
+  prompt_hashes(g, *parsed, found.adapter, *ids, hashes);
   const Nanos hash_time = g.clock.now() - t_hash;
   g.metrics.tokenize.observe(to_seconds(tokenize_time));
   g.metrics.hash.observe(to_seconds(hash_time));

@@ -1,11 +1,13 @@
 #include "infera/gateway/openai_request.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <boost/json.hpp>
 #include <boost/json/basic_parser_impl.hpp>
 #include <cstring>
 
+#include "infera/kv/block_hash.h"
 #include "infera/tokenizer/chat_prompt.h"
 #include "infera/tokenizer/prompt_encoder.h"
 
@@ -530,6 +532,10 @@ Result<OpenAiRequest> parse_openai_request(ApiKind kind, std::string_view body,
   INFERA_ASSIGN_OR_RETURN(tokenizer::ChatPrompt chat,
                           tokenizer::parse_chat_prompt(o, limits.max_messages, param));
   r.messages = std::move(chat.messages);
+  if (const tokenizer::MediaParts media = tokenizer::media_parts(r.messages); !media.bytes.empty()) {
+    r.media_digest = kv::media_digest(media.bytes);
+    r.media_first_message = media.first_message;
+  }
   r.tools = std::move(chat.tools);
   r.add_generation_prompt = chat.add_generation_prompt;
   r.continue_final_message = chat.continue_final_message;
@@ -551,6 +557,24 @@ Result<std::vector<uint32_t>> encode_prompt(const tokenizer::PromptEncoder& enco
           : encoder.encode_text(r.prompt_text.value_or(""), r.add_special_tokens);
   if (!encoded.ok()) return encoded.status();
   return std::move(encoded->ids);
+}
+
+size_t tokens_before_media(const tokenizer::PromptEncoder& encoder, const OpenAiRequest& r,
+                           std::span<const uint32_t> ids) {
+  if (r.media_digest == 0) return ids.size();
+  if (r.media_first_message == 0 || r.media_first_message > r.messages.size()) return 0;
+  const json::array before(r.messages.begin(),
+                           r.messages.begin() + static_cast<std::ptrdiff_t>(r.media_first_message));
+  Result<tokenizer::EncodedPrompt> encoded =
+      encoder.encode_chat(before, r.tools, r.chat_template_kwargs,
+                          {.add_generation_prompt = false,
+                           .continue_final_message = false,
+                           .add_special_tokens = r.add_special_tokens});
+  if (!encoded.ok()) return 0;
+  const std::vector<uint32_t>& p = encoded->ids;
+  const size_t n = std::min(p.size(), ids.size());
+  return static_cast<size_t>(std::mismatch(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(n), ids.begin()).first -
+                             p.begin());
 }
 
 }  // namespace infera::gateway

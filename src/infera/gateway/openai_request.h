@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,12 @@ struct OpenAiRequest {
   // Completions prompts get special tokens by default; chat prompts only when the request asks
   // (on top of the template's own), as vLLM does.
   bool add_special_tokens = true;
+  // Chat: kv::media_digest of the messages' non-text parts (tokenizer::media_parts); 0 when
+  // there are none. Mixed into the seed of the block hashes from `media_from_token` on
+  // (prompt_hashes); the tokens before it render the same with or without the media.
+  uint64_t media_digest = 0;
+  size_t media_first_message = 0;  // the first message with media (tokenizer::MediaParts)
+  size_t media_from_token = 0;     // set with the prompt's tokens (prompt_tokens)
 };
 
 // Parses and validates a request body. An InvalidArgument error's message names the problem;
@@ -61,6 +68,13 @@ Result<OpenAiRequest> parse_openai_request(ApiKind kind, std::string_view body,
 // InvalidArgument).
 Result<std::vector<uint32_t>> encode_prompt(const tokenizer::PromptEncoder& encoder,
                                             const OpenAiRequest& r);
+
+// How many leading tokens of `ids` (the prompt encode_prompt gave for `r`) the engine computes
+// the same whatever the media: the longest common prefix of `ids` with the conversation up to
+// the first message with media, rendered alone. All of `ids` without media; 0 when that
+// message is the first, or the shorter conversation does not render.
+size_t tokens_before_media(const tokenizer::PromptEncoder& encoder, const OpenAiRequest& r,
+                           std::span<const uint32_t> ids);
 
 namespace detail {
 // Completions bodies are read by a fast reader for plain JSON (ASCII strings without escapes,

@@ -29,6 +29,26 @@ TEST(OpenAiRequestTest, ParsesChat) {
   EXPECT_EQ(r->chat_template_kwargs.at("enable_thinking").as_bool(), false);
 }
 
+// Media parts key the request's blocks from the first message that has one: the same image
+// gives the same digest, another image another, a text-only chat none.
+TEST(OpenAiRequestTest, ChatMediaGetADigestAndTheirFirstMessage) {
+  const auto body = [](std::string_view url) {
+    return R"({"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[)"
+           R"({"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":")" +
+           std::string(url) + R"("}}]}]})";
+  };
+  auto a = chat(body("data:image/png;base64,AAAA"));
+  auto a2 = chat(body("data:image/png;base64,AAAA"));
+  auto b = chat(body("data:image/png;base64,BBBB"));
+  auto text = chat(R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]})");
+  ASSERT_TRUE(a.ok() && a2.ok() && b.ok() && text.ok());
+  EXPECT_NE(a->media_digest, 0u);
+  EXPECT_EQ(a->media_digest, a2->media_digest);
+  EXPECT_NE(a->media_digest, b->media_digest);
+  EXPECT_EQ(a->media_first_message, 1u);
+  EXPECT_EQ(text->media_digest, 0u);
+}
+
 // The chat prompt is read by tokenizer::parse_chat_prompt, the simulated engine's parser too:
 // continue_final_message and a chat's own add_special_tokens reach the prompt, with vLLM's rules.
 TEST(OpenAiRequestTest, ChatPromptFieldsFollowTheEnginesRules) {

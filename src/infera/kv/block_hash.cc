@@ -22,6 +22,17 @@ uint64_t lora_seed(std::string_view lora_name) {
   return kHashSeed + XXH3_64bits_withSeed(lora_name.data(), lora_name.size(), 0);
 }
 
+uint64_t media_digest(std::string_view media) {
+  const uint64_t digest = XXH3_64bits_withSeed(media.data(), media.size(), 0);
+  return digest == 0 ? 1 : digest;
+}
+
+uint64_t media_seed(uint64_t seed, uint64_t digest) {
+  if (digest == 0) return seed;
+  const uint64_t words[2] = {seed, digest};
+  return XXH3_64bits_withSeed(words, sizeof(words), kHashSeed);
+}
+
 uint64_t local_block_hash(std::span<const TokenId> block_tokens, uint64_t seed) {
   // 16 tokens (64 bytes) is the block size every engine defaults to: a constant length.
   if (block_tokens.size() == 16) return XXH3_64bits_withSeed(block_tokens.data(), 64, seed);

@@ -20,6 +20,15 @@ inline constexpr uint64_t kHashSeed = 1337;
 // The hashing seed for a LoRA adapter name; kHashSeed when the name is empty.
 uint64_t lora_seed(std::string_view lora_name);
 
+// Requests whose prompt carries media (images, audio: tokenizer::media_parts gives their bytes)
+// hash their blocks with a seed mixed with the media's digest, so that only requests with the
+// same media share block hashes. The engine's KV events hash tokens only, so these blocks are
+// never confirmed: such requests get predicted-on-route credit among themselves and no
+// confirmed hit, never a false one. media_digest: XXH3-64 of the bytes, never 0 (0: no media).
+uint64_t media_digest(std::string_view media);
+// `seed` mixed with a digest; `seed` itself for 0.
+uint64_t media_seed(uint64_t seed, uint64_t digest);
+
 // XXH3-64 of one block's token ids (u32 LE each).
 uint64_t local_block_hash(std::span<const TokenId> block_tokens, uint64_t seed);
 

@@ -65,6 +65,20 @@ TEST(BlockHashTest, LoraChangesEveryHash) {
   EXPECT_EQ(lora_seed(""), kHashSeed);
 }
 
+TEST(BlockHashTest, MediaMixIntoTheSeedOnlyWhenThereAreSome) {
+  EXPECT_EQ(media_seed(kHashSeed, 0), kHashSeed);
+  const uint64_t a = media_digest("image A\n");
+  const uint64_t b = media_digest("image B\n");
+  EXPECT_NE(a, 0u);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(media_digest(""), media_digest(""));  // deterministic, and never the "none" 0
+  EXPECT_NE(media_digest(""), 0u);
+  EXPECT_NE(media_seed(kHashSeed, a), kHashSeed);
+  EXPECT_NE(media_seed(kHashSeed, a), media_seed(kHashSeed, b));
+  EXPECT_NE(media_seed(kHashSeed, a), media_seed(lora_seed("adapter"), a));
+  EXPECT_EQ(media_seed(kHashSeed, a), media_seed(kHashSeed, media_digest("image A\n")));
+}
+
 TEST(BlockHashTest, ChainingFromParentEqualsHashingTheWholeSequence) {
   std::vector<TokenId> tokens(64);
   std::iota(tokens.begin(), tokens.end(), 100);

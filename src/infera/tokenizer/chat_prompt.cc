@@ -1,5 +1,6 @@
 #include "infera/tokenizer/chat_prompt.h"
 
+#include <boost/json/serialize.hpp>
 #include <boost/json/string.hpp>
 #include <boost/json/value.hpp>
 #include <string_view>
@@ -121,6 +122,24 @@ json::array flatten_content(const json::array& messages) {
       }
     }
     *content = json::string(text);
+  }
+  return out;
+}
+
+MediaParts media_parts(const json::array& messages) {
+  MediaParts out;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json::object* o = messages[i].if_object();
+    const json::value* content = o != nullptr ? o->if_contains("content") : nullptr;
+    if (content == nullptr || !content->is_array()) continue;
+    for (const json::value& part : content->get_array()) {
+      const json::object* p = part.if_object();
+      const json::value* type = p != nullptr ? p->if_contains("type") : nullptr;
+      if (type != nullptr && type->is_string() && type->get_string() == "text") continue;
+      if (out.bytes.empty()) out.first_message = i;
+      out.bytes += json::serialize(part);  // a part that is not an object counts: never a false hit
+      out.bytes.push_back('\n');
+    }
   }
   return out;
 }

@@ -40,6 +40,16 @@ Result<ChatPrompt> parse_chat_prompt(const boost::json::object& body, uint32_t m
 // dropped): vLLM's "string" content format, for templates that do not loop over the parts.
 boost::json::array flatten_content(const boost::json::array& messages);
 
+// The content parts of `messages` that are not text (image_url, input_audio, video_url, file,
+// ...). They change what the engine computes from the first message that has one on, without
+// changing the router's tokens there, so the router mixes them into its block hashes from that
+// point (kv::media_seed): a request never predicts hits made by one with other media.
+struct MediaParts {
+  std::string bytes;         // each part serialized and followed by '\n', in order; "": none
+  size_t first_message = 0;  // the index of the first message with one (when `bytes` is not "")
+};
+MediaParts media_parts(const boost::json::array& messages);
+
 // transformers' continue_final_message: `rendered` (the template's output for `messages`) cut
 // right after the final message's text (its string content, or its last part with a "text"), so
 // that the model continues that message. Surrounding whitespace the template dropped is not

@@ -105,6 +105,26 @@ TEST(ChatPromptTest, FlattenJoinsTextPartsAndDropsTheOthers) {
   EXPECT_EQ(flat[3].at("content").as_string(), "");
 }
 
+TEST(ChatPromptTest, MediaPartsAreEveryNonTextPartFromTheFirstMessageWithOne) {
+  const auto parse = [](std::string_view body) { return json::parse(body).as_array(); };
+  EXPECT_EQ(media_parts(parse(R"([{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"a"}]}])")).bytes,
+            "");
+  const std::string with_a =
+      R"([{"role":"system","content":"s"},{"role":"user","content":"q"},)"
+      R"({"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:A"}}]}])";
+  const MediaParts a = media_parts(parse(with_a));
+  EXPECT_EQ(a.first_message, 2u);
+  EXPECT_EQ(a.bytes, R"({"type":"image_url","image_url":{"url":"data:A"}})" "\n");
+  std::string with_b = with_a;
+  with_b.replace(with_b.find("data:A"), 6, "data:B");
+  EXPECT_NE(media_parts(parse(with_b)).bytes, a.bytes);  // another image, other bytes
+  // Audio, parts of unknown types and parts that are not objects count; their order too.
+  const MediaParts mixed = media_parts(parse(
+      R"([{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"x"}},7,{"type":"video_url"}]}])"));
+  EXPECT_EQ(mixed.first_message, 0u);
+  EXPECT_EQ(mixed.bytes, R"({"type":"input_audio","input_audio":{"data":"x"}})" "\n7\n" R"({"type":"video_url"})" "\n");
+}
+
 json::array conversation(std::string_view final_content_json) {
   return json::parse(R"([{"role":"user","content":"hi"},{"role":"assistant","content":)" +
                      std::string(final_content_json) + "}]")
