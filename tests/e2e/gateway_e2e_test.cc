@@ -595,6 +595,10 @@ TEST(GatewayE2eTest, EtcdFleetFollowsWorkersJoiningLeavingAndDying) {
     EXPECT_TRUE(r.worker == slow->id() || r.worker == added->id()) << r.worker;
   }
   EXPECT_EQ(retries(), retries_before) << "a request was tried on the departed worker";
+  // Its metric series left with it (it served requests: it had infera_requests_total ones).
+  const std::string exposition = get(s, "/metrics").body;
+  EXPECT_EQ(exposition.find("worker=\"" + fast->id() + "\""), std::string::npos) << exposition;
+  EXPECT_NE(exposition.find("worker=\"" + slow->id() + "\""), std::string::npos);
 
   // The added worker leaves too, so the next stream can only go to the slow one.
   added->process().signal(SIGTERM);
@@ -720,6 +724,63 @@ TEST(GatewayE2eTest, OfficialOpenAiClientThroughTheServer) {
   EXPECT_EQ(*rc, 0) << out << "\nserver log:\n" << server->log();
   EXPECT_NE(out.find(R"({"ok":true)"), std::string::npos) << out;
   std::printf("%s", out.c_str());
+}
+
+// The edge as a platform team sets it: keys in a file (rotated by rewriting it and sending
+// SIGHUP), the official OpenAI client with a wrong key and a right one, and a browser origin
+// allowed to call the API (its preflight answered, its answers carrying the CORS header).
+TEST(GatewayE2eTest, ApiKeysFromAFileRotateOnSighupAndBrowsersGetCors) {
+  auto e0 = start_engine("keys_e0", {"--speedup-ratio", "100"});
+  ASSERT_TRUE(e0->ready());
+  const fs::path keys = fs::temp_directory_path() / ("infera_gateway_e2e_" + std::to_string(::getpid()) + "_keys");
+  std::ofstream(keys) << "# the web team\nsk-web-1\nsk-batch-1\n";
+  auto server = start_server("keys_server", {"--worker", e0->worker_flag(), "--api-key-file", keys.string(),
+                                             "--allowed-origins", "https://app.example"});
+  ASSERT_TRUE(server->ready()) << server->log();
+  const uint16_t s = server->port();
+  ASSERT_TRUE(eventually([&] { return fleet_is(s, {e0->id()}); })) << server->log();
+
+  const fs::path log = fs::temp_directory_path() /
+                       ("infera_gateway_e2e_" + std::to_string(::getpid()) + "_keys_node.log");
+  auto rc = run_process({INFERA_NODE, std::string(INFERA_SOURCE_DIR) + "/tests/tools/gateway/openai_api_key.mjs",
+                         server->url(), std::string(kModel), "sk-batch-1"},
+                        Ms(120'000), log.string());
+  ASSERT_TRUE(rc.ok()) << rc.status().to_string();
+  const std::string out = read_text(log);
+  fs::remove(log);
+  EXPECT_EQ(*rc, 0) << out << "\nserver log:\n" << server->log();
+  EXPECT_NE(out.find(R"({"denied":3,"served":3})"), std::string::npos) << out;
+
+  const auto models_with = [&](std::string_view key, std::string_view extra = {}) {
+    http::testing::RawConn c(s);
+    EXPECT_TRUE(c.send_all("GET /v1/models HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + std::string(key) +
+                           "\r\n" + std::string(extra) + "\r\n"));
+    return c.read_response(Ms(10'000));
+  };
+  EXPECT_EQ(models_with("sk-web-1").status, 200);
+  EXPECT_EQ(models_with("sk-web-2").status, 401);
+  // Rotation: the file names a new key and drops an old one; SIGHUP re-reads it.
+  std::ofstream(keys, std::ios::trunc) << "sk-web-2\nsk-batch-1\n";
+  server->process().signal(SIGHUP);
+  EXPECT_TRUE(eventually([&] { return models_with("sk-web-2").status == 200; })) << server->log();
+  EXPECT_EQ(models_with("sk-web-1").status, 401);
+  EXPECT_EQ(server->log().find("sk-web"), std::string::npos) << "a key reached the log";
+
+  // CORS: the allowed origin's preflight, and the header on its answers; another origin none.
+  http::testing::RawConn c(s);
+  ASSERT_TRUE(c.send_all("OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\n"
+                         "Access-Control-Request-Method: POST\r\n"
+                         "Access-Control-Request-Headers: authorization, content-type\r\n\r\n"));
+  const http::testing::RawResponse preflight = c.read_response(Ms(10'000));
+  EXPECT_EQ(preflight.status, 204);
+  EXPECT_EQ(preflight.header("access-control-allow-origin"), "https://app.example");
+  EXPECT_EQ(preflight.header("access-control-allow-headers"), "authorization, content-type");
+  EXPECT_EQ(models_with("sk-web-2", "Origin: https://app.example\r\n").header("access-control-allow-origin"),
+            "https://app.example");
+  EXPECT_EQ(models_with("sk-web-1", "Origin: https://app.example\r\n").header("access-control-allow-origin"),
+            "https://app.example");  // a 401 a browser can read
+  EXPECT_EQ(models_with("sk-web-2", "Origin: https://evil.example\r\n").header("access-control-allow-origin"), "");
+  fs::remove(keys);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -90,6 +90,7 @@ class FakeEngine {
       requests.fetch_add(1);
       last_body = r.body;
       last_request_id = std::string(r.header("X-Request-Id"));
+      last_authorization = std::string(r.header("Authorization"));
       {
         std::lock_guard lock(mu);
         bodies.push_back(r.body);
@@ -142,6 +143,16 @@ class FakeEngine {
     };
     routes.add(http::Method::kPost, "/v1/completions", completion);
     routes.add(http::Method::kPost, "/v1/chat/completions", completion);
+    // The routes the gateway passes through: each answers with its path and the body it got.
+    for (const char* path : {"/v1/embeddings", "/v1/responses", "/v1/rerank", "/v1/score", "/detokenize"}) {
+      routes.add(http::Method::kPost, path,
+                 [this, path](http::Request& r, http::ResponseWriter&) -> net::awaitable<http::Response> {
+                   requests.fetch_add(1);
+                   last_authorization = std::string(r.header("Authorization"));
+                   co_return http::Response::json(200, R"({"path":")" + std::string(path) +
+                                                           R"(","got":)" + r.body + "}");
+                 });
+    }
     routes.add(http::Method::kGet, "/v1/models",
                [this](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
                  // As vLLM lists them: the base model (parent null), then each LoRA adapter.
@@ -200,6 +211,7 @@ class FakeEngine {
   std::atomic<int> timed_out{0};  // kSglang* waits that ran out
   std::string last_body;
   std::string last_request_id;
+  std::string last_authorization;  // "" when the request had none
   std::promise<void> died;
   std::mutex mu;  // guards bodies, request_ids and adapters
   std::vector<std::string> bodies;
@@ -569,6 +581,78 @@ TEST_F(GatewayTest, AdminEndpointsNeedTheTokenWhenOneIsSet) {
   EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers", {}, {{"Authorization", "Bearer wrong!"}}).status, 401);
   EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers", {}, {{"Authorization", "Bearer s3cret"}}).status, 200);
   EXPECT_EQ(call(http::Method::kGet, "/health").status, 200);  // public
+}
+
+// --api-key: the OpenAI routes answer 401 (the one error mapper's shape) without one of the
+// keys, serve with any of them, and forward the client's header to the worker unless
+// --strip-authorization; probes stay public, and the admin token is another secret.
+TEST_F(GatewayTest, InferenceRoutesNeedAnApiKeyWhenKeysAreSet) {
+  FakeEngine engine(loop_);
+  start_gateway({engine.url()}, {"--api-key", "sk-one", "--api-key", "sk-two", "--admin-token", "adm"});
+  const std::string body = completion_json(prompt_ids(3, 2));
+  for (const auto& [method, path] : std::vector<std::pair<http::Method, std::string>>{
+           {http::Method::kPost, "/v1/completions"}, {http::Method::kPost, "/v1/chat/completions"},
+           {http::Method::kGet, "/v1/models"}, {http::Method::kPost, "/tokenize"}}) {
+    const http::Response denied = call(method, path, body);
+    EXPECT_EQ(denied.status, 401) << path;
+    EXPECT_EQ(denied.header("WWW-Authenticate"), "Bearer") << path;
+    const boost::json::value error = boost::json::parse(denied.body).at("error");
+    EXPECT_EQ(error.at("code").as_string(), "invalid_api_key") << path;
+    EXPECT_EQ(call(method, path, body, {{"Authorization", "Bearer sk-thr"}}).status, 401) << path;
+    EXPECT_EQ(call(method, path, body, {{"Authorization", "Bearer adm"}}).status, 401) << path;
+  }
+  EXPECT_EQ(engine.requests.load(), 0);  // nothing denied reached the worker
+  EXPECT_EQ(call(http::Method::kGet, "/v1/models", {}, {{"Authorization", "Bearer sk-one"}}).status, 200);
+  EXPECT_EQ(call(http::Method::kPost, "/v1/completions", body, {{"Authorization", "Bearer sk-two"}}).status, 200);
+  EXPECT_EQ(engine.last_authorization, "Bearer sk-two");  // forwarded by default
+  EXPECT_EQ(call(http::Method::kGet, "/health").status, 200);
+  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers", {}, {{"Authorization", "Bearer sk-one"}}).status, 401);
+  EXPECT_EQ(call(http::Method::kGet, "/v1/admin/workers", {}, {{"Authorization", "Bearer adm"}}).status, 200);
+}
+
+TEST_F(GatewayTest, StripAuthorizationKeepsTheClientsKeyFromTheWorker) {
+  FakeEngine engine(loop_);
+  start_gateway({engine.url()}, {"--api-key", "sk-one", "--strip-authorization"});
+  ASSERT_EQ(call(http::Method::kPost, "/v1/completions", completion_json(prompt_ids(4, 2)),
+                 {{"Authorization", "Bearer sk-one"}}).status, 200);
+  EXPECT_EQ(engine.requests.load(), 1);
+  EXPECT_EQ(engine.last_authorization, "");
+}
+
+// The OpenAI routes the router does not read the prompt of go to a worker serving the model
+// (picked by load), body unchanged, with the same key check and model check as completions;
+// GET /v1/models/{id} answers for one model.
+TEST_F(GatewayTest, PassThroughRoutesReachAWorkerServingTheModel) {
+  FakeEngine a(loop_), b(loop_);
+  start_gateway({a.url(), b.url()}, {"--api-key", "sk"});
+  const http::Headers key{{"Authorization", "Bearer sk"}};
+  ASSERT_TRUE(eventually([&] {
+    return call(http::Method::kGet, "/v1/models", {}, key).body.find("fake-model") != std::string::npos;
+  }));
+  for (const std::string path : {"/v1/embeddings", "/v1/responses", "/v1/rerank", "/v1/score", "/detokenize"}) {
+    const std::string body = R"({"model":"fake-model","input":"a b c"})";
+    EXPECT_EQ(call(http::Method::kPost, path, body).status, 401) << path;
+    const http::Response ok = call(http::Method::kPost, path, body, key);
+    EXPECT_EQ(ok.status, 200) << path << " " << ok.body;
+    EXPECT_EQ(ok.body, R"({"path":")" + path + R"(","got":)" + body + "}") << path;
+    const http::Response unknown = call(http::Method::kPost, path, R"({"model":"nope","input":"x"})", key);
+    EXPECT_EQ(unknown.status, 404) << path;
+    EXPECT_EQ(boost::json::parse(unknown.body).at("error").at("code").as_string(), "model_not_found") << path;
+    EXPECT_EQ(call(http::Method::kPost, path, "[1,2]", key).status, 400) << path;
+  }
+  EXPECT_EQ(a.requests.load() + b.requests.load(), 5);
+  for (const FakeEngine* e : {&a, &b}) {  // the client's key is forwarded (no --strip-authorization)
+    if (e->requests.load() > 0) {
+      EXPECT_EQ(e->last_authorization, "Bearer sk");
+    }
+  }
+  const http::Response one = call(http::Method::kGet, "/v1/models/fake-model", {}, key);
+  EXPECT_EQ(one.status, 200);
+  EXPECT_EQ(boost::json::parse(one.body).at("id").as_string(), "fake-model");
+  const http::Response none = call(http::Method::kGet, "/v1/models/org/other", {}, key);
+  EXPECT_EQ(none.status, 404);
+  EXPECT_EQ(boost::json::parse(none.body).at("error").at("code").as_string(), "model_not_found");
+  EXPECT_EQ(call(http::Method::kGet, "/v1/models/fake-model").status, 401);
 }
 
 TEST_F(GatewayTest, CacheViewValidatesTheWorkerId) {

@@ -115,6 +115,15 @@ std::vector<double> latency_buckets_seconds() {
           0.25,   0.5,     1,      2.5,   5,      10,    20,   40,    60};
 }
 
+std::vector<double> duration_buckets_seconds(double max_seconds) {
+  std::vector<double> out = latency_buckets_seconds();
+  for (const double more : {120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0}) {
+    if (more < max_seconds) out.push_back(more);
+  }
+  if (max_seconds > out.back()) out.push_back(max_seconds);
+  return out;
+}
+
 std::vector<double> fast_latency_buckets_seconds() {
   return {1e-6,   2.5e-6, 5e-6,  1e-5,   2.5e-5, 5e-5, 1e-4,
           2.5e-4, 5e-4,   1e-3,  2.5e-3, 5e-3,   1e-2, 0.1};
@@ -168,6 +177,16 @@ void Registry::remove(std::string_view name, const Labels& labels) {
   auto& s = it->second.series;
   s.erase(std::remove_if(s.begin(), s.end(), [&](const auto& x) { return x->labels == labels; }),
           s.end());
+}
+
+void Registry::remove_labelled(std::string_view key, std::string_view value) {
+  std::lock_guard lock(mu_);
+  for (auto& [name, family] : families_) {
+    std::erase_if(family.series, [&](const auto& x) {
+      return std::any_of(x->labels.begin(), x->labels.end(),
+                         [&](const auto& l) { return l.first == key && l.second == value; });
+    });
+  }
 }
 
 void Registry::add_collector(Collector fn) {

@@ -62,6 +62,9 @@ class Histogram {
 
 // Bucket layouts used across infera.
 std::vector<double> latency_buckets_seconds();   // 100 us .. 60 s
+// latency_buckets_seconds() continued by 2, 5, 10, 20, 30 and 60 minutes up to `max_seconds`,
+// and `max_seconds` itself: whole requests, which may run as long as their timeout.
+std::vector<double> duration_buckets_seconds(double max_seconds);
 std::vector<double> fast_latency_buckets_seconds();  // 1 us .. 100 ms (routing decisions)
 std::vector<double> ratio_buckets();             // 0, 0.1, ..., 1
 
@@ -79,6 +82,8 @@ class Registry {
                        const Labels& labels = {});
   // Drops one series (a worker left the fleet). References to it become invalid.
   void remove(std::string_view name, const Labels& labels);
+  // Drops every series, of any family, with label `key` = `value` (all of a departed worker's).
+  void remove_labelled(std::string_view key, std::string_view value);
 
   // Values computed at scrape time: `fn` is called during render() and appends samples.
   using Collector = std::function<void(Registry& scratch)>;
@@ -107,6 +112,11 @@ class Registry {
   std::map<std::string, Family, std::less<>> families_;
   std::vector<Collector> collectors_;
 };
+
+// The standard process_* set of Prometheus client libraries, read from /proc/self at scrape
+// time: process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
+// process_open_fds, process_max_fds, process_start_time_seconds. Unreadable values are left out.
+void add_process_collector(Registry& registry);
 
 // One sample of a scraped exposition: name, labels, value.
 struct Sample {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <ctime>
 #include <thread>
 
 namespace infera::metrics {
@@ -74,6 +76,49 @@ TEST(MetricsTest, ParsesVllmStyleExposition) {
   EXPECT_EQ((*samples)[1].label("block_size"), "16");
   EXPECT_FALSE(parse_text("bad{x=1} 2\n").ok());
   EXPECT_FALSE(parse_text("ok_name notanumber\n").ok());
+}
+
+TEST(MetricsTest, RemoveLabelledDropsEverySeriesOfThatLabelValue) {
+  Registry r;
+  r.counter("a_total", "a", {{"worker", "w1"}, {"status", "200"}}).inc();
+  r.counter("a_total", "a", {{"worker", "w2"}, {"status", "200"}}).inc();
+  r.counter("b_total", "b", {{"stage", "prefill"}, {"worker", "w1"}}).inc();
+  r.gauge("c", "c", {{"model", "w1"}}).set(1);  // another label with the same value stays
+  r.remove_labelled("worker", "w1");
+  const auto samples = parse_text(r.render());
+  ASSERT_TRUE(samples.ok());
+  EXPECT_EQ(sum_of(*samples, "a_total", {{"worker", "w1"}}), 0);
+  EXPECT_EQ(sum_of(*samples, "a_total", {{"worker", "w2"}}), 1);
+  EXPECT_EQ(sum_of(*samples, "b_total"), 0);
+  EXPECT_EQ(sum_of(*samples, "c"), 1);
+  EXPECT_EQ(r.render().find("b_total"), std::string::npos);  // an emptied family is not rendered
+}
+
+TEST(MetricsTest, DurationBucketsReachTheTimeout) {
+  const std::vector<double> hour = duration_buckets_seconds(3600);
+  EXPECT_EQ(hour.back(), 3600);
+  EXPECT_EQ(hour[hour.size() - 2], 1800);
+  EXPECT_TRUE(std::is_sorted(hour.begin(), hour.end()));
+  const std::vector<double> odd = duration_buckets_seconds(450);
+  EXPECT_EQ(odd.back(), 450);
+  EXPECT_EQ(odd[odd.size() - 2], 300);
+  EXPECT_EQ(duration_buckets_seconds(30), latency_buckets_seconds());  // within 60 s: unchanged
+}
+
+TEST(MetricsTest, ProcessCollectorReportsThisProcess) {
+  Registry r;
+  add_process_collector(r);
+  const auto samples = parse_text(r.render());
+  ASSERT_TRUE(samples.ok());
+  EXPECT_GT(sum_of(*samples, "process_resident_memory_bytes"), 1 << 20);
+  EXPECT_GE(sum_of(*samples, "process_virtual_memory_bytes"), sum_of(*samples, "process_resident_memory_bytes"));
+  EXPECT_GE(sum_of(*samples, "process_open_fds"), 3);  // stdin, stdout, stderr at least
+  EXPECT_GT(sum_of(*samples, "process_max_fds"), sum_of(*samples, "process_open_fds"));
+  EXPECT_GE(sum_of(*samples, "process_cpu_seconds_total"), 0);
+  const double start = sum_of(*samples, "process_start_time_seconds");
+  const double now = static_cast<double>(std::time(nullptr));
+  EXPECT_GT(start, now - 24 * 3600.0);  // started within the day
+  EXPECT_LE(start, now + 1);
 }
 
 TEST(MetricsTest, ConcurrentUpdatesAreNotLost) {

@@ -16,6 +16,7 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
     case StatusCode::kDataLoss: return "DATA_LOSS";
     case StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
+    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
     case StatusCode::kInternal: return "INTERNAL";
   }
   return "UNKNOWN";

@@ -27,6 +27,7 @@ enum class StatusCode {
   kUnimplemented,       // a feature that does not exist yet
   kDataLoss,            // input was truncated or corrupt
   kUnauthenticated,     // no valid credentials (HTTP 401)
+  kPermissionDenied,    // known, but not allowed (HTTP 403)
   kInternal,            // an invariant of a dependency broke (HTTP 500)
 };
 
@@ -70,6 +71,9 @@ inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::mo
 inline Status unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 inline Status unauthenticated(std::string m) {
   return {StatusCode::kUnauthenticated, std::move(m)};
+}
+inline Status permission_denied(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
 }
 inline Status data_loss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }

@@ -234,4 +234,31 @@ Result<std::string> read_token_file(const std::string& path) {
   return token;
 }
 
+Result<std::vector<std::string>> read_key_file(const std::string& path) {
+  Result<std::string> text = read_bounded_file(path, kMaxTokenFileBytes);
+  if (!text.ok()) return invalid_argument("key file " + text.status().message());
+  std::vector<std::string> keys;
+  size_t line_no = 0;
+  std::string_view rest = *text;
+  while (!rest.empty()) {
+    const size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    ++line_no;
+    while (!line.empty() && is_space(line.front())) line.remove_prefix(1);
+    while (!line.empty() && is_space(line.back())) line.remove_suffix(1);
+    if (line.empty() || line.front() == '#') continue;
+    for (const char c : line) {
+      const auto byte = static_cast<unsigned char>(c);
+      if (byte <= 0x20 || byte == 0x7f) {
+        return invalid_argument("key file " + path + " line " + std::to_string(line_no) +
+                                ": whitespace or control characters inside a key");
+      }
+    }
+    keys.emplace_back(line);
+  }
+  if (keys.empty()) return invalid_argument("key file " + path + " holds no key");
+  return keys;
+}
+
 }  // namespace infera::config

@@ -72,5 +72,9 @@ Result<std::string> read_bounded_file(const std::string& path, size_t max_bytes)
 // A secret from a file (kMaxTokenFileBytes at most) with trailing whitespace (the newline an
 // editor or `echo` leaves) removed. Empty, or whitespace or control bytes inside, is an error.
 Result<std::string> read_token_file(const std::string& path);
+// An API-key file: one key per line (at most kMaxTokenFileBytes); blank lines and lines starting
+// with '#' are skipped, surrounding whitespace trimmed. An error names the file and line for a
+// key with whitespace or control characters inside, and when the file holds no key.
+Result<std::vector<std::string>> read_key_file(const std::string& path);
 
 }  // namespace infera::config

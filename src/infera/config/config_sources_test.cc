@@ -623,6 +623,34 @@ TEST(ServerConfigSourcesTest, AdminTokenFileFillsTheTokenAndKeepsThePath) {
   EXPECT_EQ(e->admin_token, "hunter2");
 }
 
+TEST(ServerConfigSourcesTest, ApiKeysComeFromTheFlagAndTheFileTogether) {
+  TempDir dir;
+  const std::string keys = dir.write("keys", "# team a\nsk-a1\n\n  sk-a2  \n# team b\nsk-b\n");
+  auto c = parse_server({"--worker", "http://a:1", "--api-key", "sk-flag", "--api-key-file", keys});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->api_keys, (Strings{"sk-flag", "sk-a1", "sk-a2", "sk-b"}));
+  EXPECT_EQ(c->api_key_file, keys);
+  auto none = parse_server({"--worker", "http://a:1", "--api-key-file", dir.write("none", "# nothing\n\n")});
+  ASSERT_FALSE(none.ok());
+  EXPECT_TRUE(contains(none.status().message(), "holds no key")) << none.status().message();
+  auto inner = parse_server({"--worker", "http://a:1", "--api-key-file", dir.write("bad", "ok\nsk a\n")});
+  ASSERT_FALSE(inner.ok());
+  EXPECT_TRUE(contains(inner.status().message(), "line 2")) << inner.status().message();
+  EXPECT_FALSE(parse_server({"--worker", "http://a:1", "--api-key", ""}).ok());
+}
+
+TEST(ServerConfigSourcesTest, AllowedOriginsAreSplitAndChecked) {
+  auto c = parse_server({"--worker", "http://a:1", "--allowed-origins",
+                         "https://app.example,http://localhost:3000", "--allowed-origins", "*"});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->allowed_origins, (Strings{"https://app.example", "http://localhost:3000", "*"}));
+  for (const char* bad : {"app.example", "https://app.example/path", "ftp://x"}) {
+    auto r = parse_server({"--worker", "http://a:1", "--allowed-origins", bad});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_TRUE(contains(r.status().message(), "--allowed-origins")) << r.status().message();
+  }
+}
+
 // A Service named `infera` gives every pod INFERA_PORT=tcp://...: that is not --port.
 TEST(ServerConfigSourcesTest, KubernetesServiceLinksAreNotPortSettings) {
   auto linked = parse_server({"--worker", "http://a:1"},

@@ -156,6 +156,64 @@ Status read_admin_token(const FlagSet& f, ServerConfig& c) {
   return ok_status();
 }
 
+// --api-key-file's keys join --api-key's: both flags may be given, from any source.
+Status read_api_keys(const FlagSet& f, ServerConfig& c) {
+  for (const std::string& key : c.api_keys) {
+    if (key.empty()) return invalid_argument("--api-key must not be empty");
+  }
+  if (!f.was_set("--api-key-file")) return ok_status();
+  Result<std::vector<std::string>> keys = read_key_file(c.api_key_file);
+  if (!keys.ok()) return invalid_argument("--api-key-file: " + keys.status().message());
+  c.api_keys.insert(c.api_keys.end(), keys->begin(), keys->end());
+  return ok_status();
+}
+
+// --allowed-origins: comma-separated (or repeated) "*" or scheme://host[:port] origins.
+Status split_origins(ServerConfig& c) {
+  std::vector<std::string> out;
+  for (const std::string& value : c.allowed_origins) {
+    size_t start = 0;
+    while (start <= value.size()) {
+      const size_t comma = std::min(value.find(',', start), value.size());
+      std::string origin = value.substr(start, comma - start);
+      start = comma + 1;
+      if (origin.empty()) continue;
+      const bool ok = origin == "*" || ((origin.rfind("http://", 0) == 0 || origin.rfind("https://", 0) == 0) &&
+                                        origin.find_first_of("/", origin.find("//") + 2) == std::string::npos);
+      if (!ok) {
+        return invalid_argument("--allowed-origins '" + origin.substr(0, 100) +
+                                "': each origin is * or scheme://host[:port], with no path");
+      }
+      out.push_back(std::move(origin));
+    }
+  }
+  c.allowed_origins = std::move(out);
+  return ok_status();
+}
+
+// Who may call the server: the API keys, CORS, the admin token and listener.
+void add_access_flags(FlagSet& f, ServerConfig& c) {
+  f.add("--api-key", &c.api_keys,
+        "require 'Authorization: Bearer KEY' on the OpenAI routes; repeatable (any key passes)",
+        "KEY");
+  f.add("--api-key-file", &c.api_key_file,
+        "more keys from PATH, one a line ('#' comments), re-read on reload", "PATH");
+  f.add("--strip-authorization", &c.strip_authorization,
+        "do not forward the client's Authorization header to workers (default: forwarded)");
+  f.add("--allowed-origins", &c.allowed_origins,
+        "CORS: origins allowed to call the main listener from a browser, comma-separated or "
+        "repeated, * for any (default: none; preflight requests are then refused)",
+        "ORIGINS");
+  f.add("--admin-token", &c.admin_token,
+        "require 'Authorization: Bearer TOKEN' on /v1/admin/* and /metrics", "TOKEN");
+  f.add("--admin-token-file", &c.admin_token_file,
+        "read --admin-token from PATH, trailing newline trimmed, re-read on reload (env "
+        "INFERA_ADMIN_TOKEN_FILE; flags > env > --config file); not with --admin-token",
+        "PATH");
+  f.add("--admin-host", &c.admin_host, "serve admin and metrics on a separate listener", "HOST");
+  f.add("--admin-port", &c.admin_port, "port of the separate admin listener (0: any free port, logged)", "PORT");
+}
+
 void add_nats_flags(FlagSet& f, ServerConfig& c) {
   f.add("--nats-server", &c.nats_server,
         "NATS server URL(s), nats://[user:pass@|token@]HOST:PORT or tls://..., comma-separated "
@@ -315,14 +373,7 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
         "on SIGTERM, how long /readyz fails while everything is still served, before the "
         "listener closes (default 0; a second SIGTERM or SIGINT ends it early)",
         "SECONDS");
-  f.add("--admin-token", &c.admin_token,
-        "require 'Authorization: Bearer TOKEN' on /v1/admin/* and /metrics", "TOKEN");
-  f.add("--admin-token-file", &c.admin_token_file,
-        "read --admin-token from PATH, trailing newline trimmed, re-read on reload (env "
-        "INFERA_ADMIN_TOKEN_FILE; flags > env > --config file); not with --admin-token",
-        "PATH");
-  f.add("--admin-host", &c.admin_host, "serve admin and metrics on a separate listener", "HOST");
-  f.add("--admin-port", &c.admin_port, "port of the separate admin listener (0: any free port, logged)", "PORT");
+  add_access_flags(f, c);
   f.add("--log-level", &words.log_level, "debug, info (default), warn or error", "LEVEL");
   f.enable_config_sources(sources);
   INFERA_RETURN_IF_ERROR(f.parse(args));
@@ -332,6 +383,8 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
     return c;
   }
   INFERA_RETURN_IF_ERROR(read_admin_token(f, c));
+  INFERA_RETURN_IF_ERROR(read_api_keys(f, c));
+  INFERA_RETURN_IF_ERROR(split_origins(c));
   INFERA_RETURN_IF_ERROR(resolve_choices(words, f, sources, c));
   INFERA_RETURN_IF_ERROR(validate(c));
   return c;

@@ -90,6 +90,14 @@ struct ServerConfig {
   // configs whole, so a setting added here is reported at least as "other settings".
   double drain_delay_s = 0;
   bool operator==(const ServerConfig&) const = default;
+  // Inference API keys: when any is set, the OpenAI routes (/v1/completions,
+  // /v1/chat/completions, /v1/models, /tokenize) need 'Authorization: Bearer KEY' with one of
+  // them (compared in constant time; 401 otherwise).
+  std::vector<std::string> api_keys;  // --api-key (repeatable) and --api-key-file's keys
+  std::string api_key_file;           // --api-key-file: one key a line; a reload re-reads it
+  bool strip_authorization = false;   // --strip-authorization: the client's header stays here
+  // CORS on the main listener: "*" or exact origins (scheme://host[:port]); empty: none.
+  std::vector<std::string> allowed_origins;
   // Admin API
   std::string admin_token;  // bearer token for /v1/admin/* and /metrics when set
   std::string admin_token_file;  // --admin-token-file: admin_token's source; a reload re-reads it

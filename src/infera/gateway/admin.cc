@@ -215,24 +215,45 @@ net::awaitable<http::Response> route_explain(GatewayContext& g, http::Request& r
   co_return json_response(200, root);
 }
 
+// The bearer token of `r`'s Authorization header; empty when there is none.
+std::string_view bearer_of(const http::Request& r) {
+  const std::string_view auth = r.header("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.size() <= kBearer.size() || auth.substr(0, kBearer.size()) != kBearer) return {};
+  return auth.substr(kBearer.size());
+}
+
 }  // namespace
 
 std::optional<http::Response> check_admin(const GatewayContext& g, const http::Request& r) {
   const std::shared_ptr<const std::string> token = g.admin_token.load();  // a reload swaps it
   if (token->empty()) return std::nullopt;
-  const std::string_view auth = r.header("Authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (auth.size() > kBearer.size() && auth.substr(0, kBearer.size()) == kBearer &&
-      same_secret(auth.substr(kBearer.size()), *token)) {
-    return std::nullopt;
-  }
+  if (same_secret(bearer_of(r), *token)) return std::nullopt;
   return http::error_response(unauthenticated("a valid admin bearer token is required"),
                               {.code = "invalid_api_key"});
 }
 
+std::optional<http::Response> check_api_key(const GatewayContext& g, http::Request& r) {
+  const std::shared_ptr<const std::vector<std::string>> keys = g.api_keys.load();  // reloadable
+  if (keys->empty()) return std::nullopt;
+  const std::string_view given = bearer_of(r);
+  bool match = false;
+  for (const std::string& key : *keys) match |= same_secret(given, key);  // every key compared
+  if (!match) {
+    return http::error_response(
+        unauthenticated("a valid API key is required: 'Authorization: Bearer KEY'"),
+        {.code = "invalid_api_key"});
+  }
+  if (g.config.strip_authorization) {
+    std::erase_if(r.headers, [](const http::Header& h) { return http::iequals(h.name, "Authorization"); });
+  }
+  return std::nullopt;
+}
+
 void add_public_routes(GatewayContext& g, http::Routes& routes) {
   routes.add(http::Method::kGet, "/v1/models",
-             [&g](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
+             [&g](http::Request& r, http::ResponseWriter&) -> net::awaitable<http::Response> {
+               if (auto denied = check_api_key(g, r)) co_return std::move(*denied);
                json::array data;
                for (const std::string& m : g.fleet->models()) {
                  data.push_back(json::object{{"id", m}, {"object", "model"}, {"created", 0},
@@ -240,6 +261,21 @@ void add_public_routes(GatewayContext& g, http::Routes& routes) {
                }
                co_return json_response(200, json::object{{"object", "list"}, {"data", data}});
              });
+  // One model, as OpenAI's GET /v1/models/{model}; an OpenAI-shaped 404 for a model no worker
+  // serves. Model ids may contain '/' (org/name): the whole rest of the path is the id.
+  routes.add_prefix(http::Method::kGet, "/v1/models/",
+                    [&g](http::Request& r, http::ResponseWriter&) -> net::awaitable<http::Response> {
+                      if (auto denied = check_api_key(g, r)) co_return std::move(*denied);
+                      const std::string id(r.path().substr(std::string_view("/v1/models/").size()));
+                      for (const std::string& m : g.fleet->models()) {
+                        if (m != id) continue;
+                        co_return json_response(200, json::object{{"id", m}, {"object", "model"},
+                                                                  {"created", 0}, {"owned_by", "infera"}});
+                      }
+                      co_return http::error_response(
+                          not_found("the model '" + id.substr(0, 256) + "' does not exist"),
+                          {.param = "model", .code = "model_not_found"});
+                    });
   routes.add(http::Method::kGet, "/health",
              [&g](http::Request&, http::ResponseWriter&) -> net::awaitable<http::Response> {
                const auto view = g.fleet->view();
@@ -276,6 +312,7 @@ void add_public_routes(GatewayContext& g, http::Routes& routes) {
              });
   routes.add(http::Method::kPost, "/tokenize",
              [&g](http::Request& r, http::ResponseWriter&) -> net::awaitable<http::Response> {
+               if (auto denied = check_api_key(g, r)) co_return std::move(*denied);
                if (!g.prompts) {
                  co_return http::error_response(
                      failed_precondition("this server has no tokenizer (--router-tokenizer-path)"));

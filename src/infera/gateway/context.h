@@ -38,10 +38,10 @@ namespace infera::gateway {
 
 // Handles of the gateway's own metrics (per-worker series are produced at scrape time).
 struct GatewayMetrics {
-  explicit GatewayMetrics(metrics::Registry& r);
+  // `request_timeout_s`: the duration histogram's buckets reach it (a request may run that long).
+  GatewayMetrics(metrics::Registry& r, double request_timeout_s);
   metrics::Registry& registry;
-  metrics::Histogram& ttft;
-  metrics::Histogram& duration;
+  std::vector<double> duration_buckets;
   metrics::Histogram& tokenize;
   metrics::Histogram& hash;
   metrics::Histogram& score;
@@ -52,8 +52,12 @@ struct GatewayMetrics {
   metrics::Counter& predicted_on_route_tokens;
   metrics::Counter& lower_tier_hit_tokens;
   metrics::Counter& overload_gated;
-  // requests by route, status and worker ("" when no worker was involved).
-  void count_request(std::string_view route, int status, std::string_view worker);
+  // Requests by route, status, worker ("" when no worker was involved) and model (the request's
+  // when the fleet serves it, else "": the label's values are bounded by the fleet's models).
+  void count_request(std::string_view route, int status, std::string_view worker,
+                     std::string_view model);
+  // A completed request's TTFT and duration as the router saw them, by model (as above).
+  void observe_completed(std::string_view model, double ttft_s, double duration_s);
   // calls of disaggregated requests by stage ("prefill", "decode"), worker and status.
   void count_disagg(std::string_view stage, std::string_view worker, int status);
 };
@@ -69,6 +73,9 @@ struct GatewayContext {
   // The bearer token of the admin API and /metrics ("": none), swapped whole by a reload.
   std::atomic<std::shared_ptr<const std::string>> admin_token{
       std::make_shared<const std::string>(config.admin_token)};
+  // The inference API keys (--api-key, --api-key-file); a reload swaps them. Empty: open.
+  std::atomic<std::shared_ptr<const std::vector<std::string>>> api_keys{
+      std::make_shared<const std::vector<std::string>>(config.api_keys)};
   // Set once when SIGTERM starts the drain: /readyz answers 503 from then on.
   std::atomic<bool> draining{false};
   RequestLimits limits;
@@ -76,7 +83,7 @@ struct GatewayContext {
   // What each engine reports of its own load (its /metrics, polled by the fleet).
   kv::EngineSignals engine_signals{1024, clock};
   metrics::Registry registry;
-  GatewayMetrics metrics{registry};
+  GatewayMetrics metrics{registry, config.request_timeout_s};
   std::unique_ptr<tokenizer::PromptEncoder> prompts;  // null: no tokenizer (ids only)
   kv::PredictedBlocks predicted;                      // before the index, which confirms into it
   kv::KvIndex index;
@@ -106,6 +113,10 @@ struct GatewayContext {
 // The admin API's token check: a 401 response when --admin-token is set and the request does
 // not carry it, else none.
 std::optional<http::Response> check_admin(const GatewayContext& g, const http::Request& r);
+// The OpenAI routes' API key: none when it passes (or no key is set), else the 401 to answer.
+// With --strip-authorization the client's Authorization header is then removed from `r`, so it
+// is not forwarded to a worker.
+std::optional<http::Response> check_api_key(const GatewayContext& g, http::Request& r);
 
 // Route handlers: the inference routes (inference.cc), /v1/models, /health, /livez, /readyz
 // and /tokenize (add_public_routes), the admin API and /metrics (admin.cc).

@@ -277,6 +277,7 @@ void Fleet::leave(const FleetMember& m) {
   index_.remove_worker(m.slot);
   load_.remove_worker(m.slot);
   free_slots_.push_back(m.slot);
+  if (options_.on_leave) options_.on_leave(m.info.id);
   INFERA_LOG(kInfo, "fleet").msg("worker left").kv("worker", m.info.id).kv("slot", m.slot);
 }
 

@@ -200,6 +200,9 @@ class Fleet {
     // Warm start: a sibling replica's copy of a joining worker's mirror (by worker id), to seed
     // its new event stream with; none: the stream joins as usual. Called once per join.
     std::function<std::optional<events::StreamSnapshot>(const std::string& worker)> seed;
+    // Called (under the fleet's update mutex) with the id of each worker that leaves, after its
+    // slot is freed: the gateway drops the worker's metric series. Optional.
+    std::function<void(const std::string& worker)> on_leave;
   };
 
   // `signals`: where the engines' polled load goes (a departed worker's reading is cleared).

@@ -17,15 +17,9 @@
 
 namespace infera::gateway {
 
-GatewayMetrics::GatewayMetrics(metrics::Registry& r)
+GatewayMetrics::GatewayMetrics(metrics::Registry& r, double request_timeout_s)
     : registry(r),
-      ttft(r.histogram(
-          "infera_ttft_seconds",
-          "Time from request arrival to the first response byte relayed (router-observed TTFT).",
-          metrics::latency_buckets_seconds())),
-      duration(r.histogram("infera_request_duration_seconds",
-                           "End-to-end request latency as the router sees it.",
-                           metrics::latency_buckets_seconds())),
+      duration_buckets(metrics::duration_buckets_seconds(request_timeout_s)),
       tokenize(r.histogram("infera_routing_tokenize_seconds",
                            "Routing decision: chat rendering and tokenization.",
                            metrics::fast_latency_buckets_seconds())),
@@ -54,13 +48,28 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& r)
                                "Routing decisions in which a candidate was past "
                                "--kv-overload-threshold (its cache earned it nothing).")) {}
 
-void GatewayMetrics::count_request(std::string_view route, int status, std::string_view worker) {
+void GatewayMetrics::count_request(std::string_view route, int status, std::string_view worker,
+                                   std::string_view model) {
   registry
-      .counter("infera_requests_total", "Requests by route, HTTP status and worker.",
+      .counter("infera_requests_total", "Requests by route, HTTP status, worker and model.",
                {{"route", std::string(route)},
                 {"status", std::to_string(status)},
-                {"worker", std::string(worker)}})
+                {"worker", std::string(worker)},
+                {"model", std::string(model)}})
       .inc();
+}
+
+void GatewayMetrics::observe_completed(std::string_view model, double ttft_s, double duration_s) {
+  const metrics::Labels labels{{"model", std::string(model)}};
+  registry
+      .histogram("infera_ttft_seconds",
+                 "Time from request arrival to the first response byte relayed (router-observed TTFT).",
+                 metrics::latency_buckets_seconds(), labels)
+      .observe(ttft_s);
+  registry
+      .histogram("infera_request_duration_seconds", "End-to-end request latency as the router sees it.",
+                 duration_buckets, labels)
+      .observe(duration_s);
 }
 
 void GatewayMetrics::count_disagg(std::string_view stage, std::string_view worker, int status) {
@@ -86,6 +95,11 @@ GatewayContext::GatewayContext(const config::ServerConfig& c,
 }
 
 void add_metric_collectors(GatewayContext& g) {
+  metrics::add_process_collector(g.registry);
+  g.registry
+      .gauge("infera_build_info", "1, labelled with the build's version and compiler.",
+             {{"version", INFERA_VERSION}, {"compiler", "gcc " __VERSION__}})
+      .set(1);
   g.registry.add_collector([&g](metrics::Registry& out) {
     out.gauge("infera_queue_waiting_requests",
               "Requests waiting for a worker below its in-flight cap.")
@@ -384,6 +398,8 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   if (config.request_transport == config::RequestTransport::kNats) fo.control = g.transport.get();
   fo.block_size = config.block_size;
   fo.seed = [&g](const std::string& worker) { return g.replicas.take_seed(worker); };
+  // A departed worker's series go with it: under pod churn they would otherwise grow forever.
+  fo.on_leave = [&g](const std::string& worker) { g.registry.remove_labelled("worker", worker); };
   fo.max_workers = 1024;
   fo.max_inflight_per_worker = config.max_inflight_per_worker;
   fo.engine_metrics_interval =
@@ -401,6 +417,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   so.max_header_bytes = config.max_header_bytes;
   so.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.client_idle_timeout_s * 1000));
   so.body_timeout = so.idle_timeout;
+  so.allowed_origins = config.allowed_origins;  // CORS for browsers; the admin listener has none
   http::Routes routes;
   add_inference_routes(g, routes);
   add_public_routes(g, routes);
@@ -410,6 +427,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   INFERA_ASSIGN_OR_RETURN(impl->server, http::Server::start(*g.loop, so, std::move(routes)));
   if (separate_admin) {
     http::ServerOptions ao = so;
+    ao.allowed_origins.clear();
     ao.host = config.admin_host;
     ao.port = static_cast<uint16_t>(config.admin_port);
     INFERA_ASSIGN_OR_RETURN(impl->admin, http::Server::start(*g.loop, ao, std::move(admin_routes)));

@@ -45,6 +45,7 @@ struct RoutedRequest {
   std::string route;
   std::string request_id;
   std::string model;
+  std::string metric_model;  // the model label: `model` when the fleet serves it, else ""
   uint32_t prompt_tokens = 0;
   std::vector<uint64_t> hashes;
   Nanos start{0};
@@ -181,7 +182,7 @@ http::Response fail_response(GatewayContext& g, const RoutedRequest& r, const St
                              http::ErrorContext ctx, std::string_view worker = {}) {
   http::Response resp = http::error_response(s, ctx);
   resp.headers.push_back({"X-Request-Id", r.request_id});
-  g.metrics.count_request(r.route, resp.status, worker);
+  g.metrics.count_request(r.route, resp.status, worker, r.metric_model);
   return resp;
 }
 
@@ -286,8 +287,8 @@ class RequestOwner final : public proxy::Owner {
 
   void ended(const proxy::Worker& w, int status, const proxy::ForwardOutcome* relayed) override {
     if (relayed != nullptr && relayed->result == proxy::ForwardResult::kCompleted) {
-      g_.metrics.ttft.observe(to_seconds(relayed->first_byte - r_.start));
-      g_.metrics.duration.observe(to_seconds(g_.clock.now() - r_.start));
+      g_.metrics.observe_completed(r_.metric_model, to_seconds(relayed->first_byte - r_.start),
+                                   to_seconds(g_.clock.now() - r_.start));
     }
     if (relayed != nullptr && relayed->result == proxy::ForwardResult::kBrokenStream) {
       INFERA_LOG(kWarn, "gateway")
@@ -296,7 +297,7 @@ class RequestOwner final : public proxy::Owner {
           .kv("worker", w.info->id)
           .kv("error", relayed->error.message());
     }
-    g_.metrics.count_request(r_.route, status, w.info->id);
+    g_.metrics.count_request(r_.route, status, w.info->id, r_.metric_model);
   }
 
   http::Response failed(const Status& error) override {
@@ -384,6 +385,46 @@ proxy::Picked RequestOwner::finish_pick(routing::Stage stage, uint32_t attempt,
   return out;
 }
 
+// A request's answers before it is routed (refused, invalid, no such model): each with the
+// request id, each counted.
+struct EarlyAnswers {
+  GatewayContext& g;
+  std::string_view route;
+  std::string_view request_id;
+  std::string metric_model = {};  // set once the fleet is known to serve the request's model
+
+  http::Response fail(const Status& s, http::ErrorContext ctx) const {
+    http::Response r = http::error_response(s, ctx);
+    r.headers.push_back({"X-Request-Id", std::string(request_id)});
+    g.metrics.count_request(route, r.status, {}, metric_model);
+    return r;
+  }
+  // The 401 when the request's API key does not pass (check_api_key); none when it does.
+  std::optional<http::Response> deny(http::Request& request) const {
+    std::optional<http::Response> denied = check_api_key(g, request);
+    if (denied) {
+      denied->headers.push_back({"X-Request-Id", std::string(request_id)});
+      g.metrics.count_request(route, denied->status, {}, {});
+    }
+    return denied;
+  }
+};
+
+// The exchange of a request routed by `r` (proxy::exchange, with the gateway as its owner).
+net::awaitable<http::Response> exchange_routed(GatewayContext& g, std::shared_ptr<const FleetView> view,
+                                               RoutedRequest r, bool split, http::Request& request,
+                                               http::ResponseWriter& out) {
+  proxy::ExchangeSpec spec;
+  spec.split = split;
+  spec.retries = g.config.retries;
+  spec.deadline = r.deadline;
+  spec.clock = &g.clock;
+  spec.request_id = r.request_id;
+  RequestOwner owner(g, std::move(view), r);
+  proxy::WriterDownstream downstream(out);
+  co_return co_await proxy::exchange(request, downstream, *g.transport, owner, spec);
+}
+
 }  // namespace
 
 net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
@@ -392,13 +433,9 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   const Nanos start = g.clock.now();
   const std::string route(route_name(kind));
   const std::string request_id = make_request_id(request.header("X-Request-Id"));
-  auto fail = [&](const Status& s, http::ErrorContext ctx, std::string_view worker = {}) {
-    http::Response r = http::error_response(s, ctx);
-    r.headers.push_back({"X-Request-Id", request_id});
-    g.metrics.count_request(route, r.status, worker);
-    return r;
-  };
-
+  EarlyAnswers early{g, route, request_id};
+  auto fail = [&](const Status& s, http::ErrorContext ctx) { return early.fail(s, ctx); };
+  if (std::optional<http::Response> denied = early.deny(request)) co_return std::move(*denied);
   std::string param;
   Result<OpenAiRequest> parsed = parse_openai_request(kind, request.body, g.limits, &param);
   if (!parsed.ok()) {
@@ -406,6 +443,7 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   }
   const auto view = g.fleet->view();
   const Fleet::ModelLookup found = g.fleet->lookup(*view, parsed->model);
+  if (found.served) early.metric_model = parsed->model;
   if (!parsed->model.empty() && found.models_known && !found.served) {
     co_return fail(not_found("the model '" + parsed->model + "' does not exist"),
                    {.param = "model", .code = "model_not_found"});
@@ -448,21 +486,55 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   r.route = route;
   r.request_id = request_id;
   r.model = parsed->model;
+  r.metric_model = std::move(early.metric_model);
   r.prompt_tokens = static_cast<uint32_t>(ids->size());
   r.hashes = std::move(hashes);
   r.start = start;
   r.deadline = start + from_seconds(g.config.request_timeout_s);
-
-  proxy::ExchangeSpec spec;
-  spec.split = g.fleet->split(*view, parsed->model);
-  spec.retries = g.config.retries;
-  spec.deadline = r.deadline;
-  spec.clock = &g.clock;
-  spec.request_id = request_id;
-  RequestOwner owner(g, view, r);
-  proxy::WriterDownstream downstream(out);
-  co_return co_await proxy::exchange(request, downstream, *g.transport, owner, spec);
+  const bool split = g.fleet->split(*view, r.model);
+  co_return co_await exchange_routed(g, std::move(view), std::move(r), split, request, out);
 }
+
+namespace {
+
+// The OpenAI routes whose body names a model but whose prompt the router does not read
+// (embeddings, responses, rerank, score, detokenize): the same key check, model check,
+// admission, pick (by load: no block hashes) and exchange as completions, aggregated, the body
+// forwarded unchanged.
+net::awaitable<http::Response> handle_passthrough(GatewayContext& g, std::string route,
+                                                  http::Request& request, http::ResponseWriter& out) {
+  const Nanos start = g.clock.now();
+  const std::string request_id = make_request_id(request.header("X-Request-Id"));
+  EarlyAnswers early{g, route, request_id};
+  auto fail = [&](const Status& s, http::ErrorContext ctx) { return early.fail(s, ctx); };
+  if (std::optional<http::Response> denied = early.deny(request)) co_return std::move(*denied);
+  std::string param;
+  Result<std::string> model = parse_model_field(request.body, g.limits, &param);
+  if (!model.ok()) co_return fail(model.status(), {.origin = http::ErrorOrigin::kRequestBody, .param = param});
+  auto view = g.fleet->view();
+  const Fleet::ModelLookup found = g.fleet->lookup(*view, *model);
+  if (found.served) early.metric_model = *model;
+  if (!model->empty() && found.models_known && !found.served) {
+    co_return fail(not_found("the model '" + *model + "' does not exist"),
+                   {.param = "model", .code = "model_not_found"});
+  }
+  if (g.config.max_inflight_per_worker != 0 && queue_full(g, *view, *model)) {
+    RoutedRequest shed;
+    shed.route = route;
+    shed.request_id = request_id;
+    co_return shed_response(g, shed, *view, Pick::kQueueFull, routing::Stage::kAggregated);
+  }
+  RoutedRequest r;
+  r.route = route;
+  r.request_id = request_id;
+  r.model = std::move(*model);
+  r.metric_model = std::move(early.metric_model);
+  r.start = start;
+  r.deadline = start + from_seconds(g.config.request_timeout_s);
+  co_return co_await exchange_routed(g, std::move(view), std::move(r), /*split=*/false, request, out);
+}
+
+}  // namespace
 
 void add_inference_routes(GatewayContext& g, http::Routes& routes) {
   routes.add(http::Method::kPost, "/v1/chat/completions",
@@ -473,6 +545,12 @@ void add_inference_routes(GatewayContext& g, http::Routes& routes) {
              [&g](http::Request& r, http::ResponseWriter& w) {
                return handle_inference(g, ApiKind::kCompletions, r, w);
              });
+  // vLLM's /detokenize goes to a worker too: the engine's own tokenizer answers.
+  for (const char* path : {"/v1/embeddings", "/v1/responses", "/v1/rerank", "/v1/score", "/detokenize"}) {
+    routes.add(http::Method::kPost, path, [&g, path](http::Request& r, http::ResponseWriter& w) {
+      return handle_passthrough(g, path, r, w);
+    });
+  }
 }
 
 }  // namespace infera::gateway

@@ -545,6 +545,20 @@ Result<OpenAiRequest> parse_openai_request(ApiKind kind, std::string_view body,
   return r;
 }
 
+Result<std::string> parse_model_field(std::string_view body, const RequestLimits& limits,
+                                      std::string* param) {
+  json::parse_options opts;
+  opts.max_depth = limits.max_json_depth;
+  boost::system::error_code ec;
+  const json::value root = json::parse(body, ec, {}, opts);
+  if (ec) return json_error(ec, limits);
+  if (!root.is_object()) return invalid_argument("request body must be a JSON object");
+  const json::value* m = root.get_object().if_contains("model");
+  if (m == nullptr || m->is_null()) return std::string();
+  if (!m->is_string()) return field_error(param, "model", "'model' must be a string");
+  return std::string(m->get_string());
+}
+
 Result<std::vector<uint32_t>> encode_prompt(const tokenizer::PromptEncoder& encoder,
                                             const OpenAiRequest& r) {
   if (!r.prompt_ids.empty()) return r.prompt_ids;

@@ -62,6 +62,12 @@ struct OpenAiRequest {
 Result<OpenAiRequest> parse_openai_request(ApiKind kind, std::string_view body,
                                            const RequestLimits& limits, std::string* param = nullptr);
 
+// The `model` of a body the gateway routes by load without reading its prompt (/v1/embeddings,
+// /v1/responses, /v1/rerank, /v1/score); "" when absent. The body must be a JSON object within
+// `limits`' depth; the rest of it is the worker's to judge.
+Result<std::string> parse_model_field(std::string_view body, const RequestLimits& limits,
+                                      std::string* param = nullptr);
+
 // The prompt's token ids, as the simulated engine computes them: the ids as given, the (first)
 // text prompt encoded, or the chat prompt through tokenizer::PromptEncoder::encode_chat with
 // every field of the request's chat prompt. Errors are the encoder's (a template error is

@@ -109,6 +109,10 @@ void each_setting(Field&& field, LoadField&& load_field) {
   field("--max-queue-wait-s", &ServerConfig::max_queue_wait_s);
   field("--shutdown-grace-s", &ServerConfig::shutdown_grace_s);
   field("--drain-delay-s", &ServerConfig::drain_delay_s);
+  field("--api-key", &ServerConfig::api_keys);
+  field("--api-key-file", &ServerConfig::api_key_file);
+  field("--strip-authorization", &ServerConfig::strip_authorization);
+  field("--allowed-origins", &ServerConfig::allowed_origins);
   field("--admin-token", &ServerConfig::admin_token);
   field("--admin-token-file", &ServerConfig::admin_token_file);
   field("--admin-host", &ServerConfig::admin_host);
@@ -167,6 +171,12 @@ Result<ReloadPlan> plan_reload(const ServerConfig& running, const ServerConfig& 
     after.admin_token = next.admin_token;
   }
   after.admin_token_file = next.admin_token_file;
+  // The keys as parsed: --api-key's and --api-key-file's, read again now (key rotation).
+  if (next.api_keys != running.api_keys) {
+    plan.api_keys = next.api_keys;
+    after.api_keys = next.api_keys;
+  }
+  after.api_key_file = next.api_key_file;
   // Read by the main thread when SIGTERM comes, from the config it runs with.
   after.drain_delay_s = next.drain_delay_s;
   after.shutdown_grace_s = next.shutdown_grace_s;
@@ -193,6 +203,7 @@ void apply_reload(GatewayContext& g, const ReloadPlan& plan) {
     }
   }
   if (plan.admin_token) g.admin_token.store(std::make_shared<const std::string>(*plan.admin_token));
+  if (plan.api_keys) g.api_keys.store(std::make_shared<const std::vector<std::string>>(*plan.api_keys));
   if (plan.workers) {
     g.fleet->update(std::make_shared<const discovery::WorkerSet>(*plan.workers));
   }

@@ -33,6 +33,7 @@ struct ReloadPlan {
   std::optional<LogLevel> log_level;
   std::optional<OverlapWeights> weights;
   std::optional<std::string> admin_token;  // a secret: never logged
+  std::optional<std::vector<std::string>> api_keys;  // secrets: never logged
   // The new static worker set, parsed, when static discovery's --worker list changed what it
   // names; delivered to the fleet as the static source delivers its set (Fleet::update).
   std::optional<discovery::WorkerSet> workers;

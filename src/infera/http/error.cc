@@ -14,6 +14,7 @@ constexpr std::string_view kUpstreamError = "upstream_error";
 constexpr std::string_view kTimeout = "timeout_error";
 constexpr std::string_view kCancelled = "cancelled";
 constexpr std::string_view kAuthentication = "authentication_error";
+constexpr std::string_view kPermission = "permission_error";  // OpenAI's 403 type
 
 // Length of the valid UTF-8 sequence starting at s[i], or 0 (RFC 3629: no overlongs, no
 // surrogates, nothing above U+10FFFF).
@@ -54,6 +55,8 @@ std::string_view default_message(int status) {
       return "bad request";
     case 401:
       return "authentication required";
+    case 403:
+      return "forbidden";
     case 404:
       return "not found";
     case 405:
@@ -122,6 +125,8 @@ HttpError classify_error(const Status& status, const ErrorContext& context) {
       return {501, kInvalidRequest};
     case StatusCode::kUnauthenticated:
       return {401, kAuthentication};
+    case StatusCode::kPermissionDenied:
+      return {403, kPermission};
     case StatusCode::kDataLoss:
       return request ? HttpError{400, kInvalidRequest} : HttpError{500, kServerError};
     case StatusCode::kInternal:

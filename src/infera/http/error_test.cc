@@ -45,6 +45,7 @@ TEST(ErrorMappingTest, MapsEveryCodeAndOrigin) {
       {unimplemented("x"), ErrorOrigin::kServer, 501, "invalid_request_error", false},
       {unimplemented("x"), ErrorOrigin::kRequestHeader, 405, "invalid_request_error", false},
       {unauthenticated("x"), ErrorOrigin::kServer, 401, "authentication_error", false},
+      {permission_denied("x"), ErrorOrigin::kServer, 403, "permission_error", false},
       {data_loss("x"), ErrorOrigin::kRequestBody, 400, "invalid_request_error", false},
       {data_loss("x"), ErrorOrigin::kServer, 500, "server_error", false},
       {internal_error("x"), ErrorOrigin::kServer, 500, "server_error", false},

@@ -64,6 +64,53 @@ struct Connection {
 
 using server_internal::Connection;
 
+namespace {
+
+// The origin to allow for a request whose Origin header is `origin`: itself when `allowed` lists
+// it or "*"; "" otherwise (no header, or not allowed).
+std::string_view cors_origin(const std::vector<std::string>& allowed, std::string_view origin) {
+  if (origin.empty() || origin.size() > 256) return {};
+  for (const std::string& a : allowed) {
+    if (a == "*" || a == origin) return origin;
+  }
+  return {};
+}
+
+void add_cors_headers(Headers& headers, std::string_view origin) {
+  if (origin.empty()) return;
+  headers.push_back({"Access-Control-Allow-Origin", std::string(origin)});
+  headers.push_back({"Access-Control-Expose-Headers", "X-Request-Id, Retry-After"});
+  headers.push_back({"Vary", "Origin"});
+}
+
+// The headers a preflight may ask for, echoed when they are plain header names (letters,
+// digits, '-', '_', separated by commas and spaces) and short; else the ones clients send.
+std::string preflight_headers(std::string_view requested) {
+  const bool plain = requested.size() <= 1024 &&
+                     std::all_of(requested.begin(), requested.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
+                              c == ',' || c == ' ';
+                     });
+  return plain && !requested.empty() ? std::string(requested)
+                                     : std::string("authorization, content-type, x-request-id");
+}
+
+// The answer to a CORS preflight: 204 with what the origin may do, or 403.
+Response preflight_response(std::string_view origin, std::string_view requested_headers) {
+  if (origin.empty()) {
+    return error_response(permission_denied("this origin is not allowed (--allowed-origins)"));
+  }
+  Response r;
+  r.status = 204;
+  add_cors_headers(r.headers, origin);
+  r.headers.push_back({"Access-Control-Allow-Methods", "GET, POST, OPTIONS"});
+  r.headers.push_back({"Access-Control-Allow-Headers", preflight_headers(requested_headers)});
+  r.headers.push_back({"Access-Control-Max-Age", "600"});
+  return r;
+}
+
+}  // namespace
+
 struct ResponseWriter::State {
   Connection& conn;
   const ServerOptions& options;
@@ -77,6 +124,7 @@ struct ResponseWriter::State {
   // The status line and headers of write_head(), sent with the first body bytes (or by finish()):
   // one send instead of two, and the client is woken once.
   std::string pending_head;
+  std::string_view cors_origin;  // the request's allowed origin (cors_origin()); "": none
 
   Status after_write(beast::error_code ec) {
     if (!ec) return ok_status();
@@ -108,6 +156,7 @@ net::awaitable<Status> ResponseWriter::write_head(int status, Headers headers) {
   res.version(11);
   res.result(static_cast<unsigned>(status));
   if (res.result() == bhttp::status::unknown) res.reason(wire::reason_phrase(status));
+  add_cors_headers(headers, s.cors_origin);
   wire::set_headers(res.base(), headers);
   s.keep_alive = s.keep_alive && !s.draining.load();
   res.keep_alive(s.keep_alive);
@@ -425,6 +474,15 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
   Request request = wire::take_request(parser);
   requests.fetch_add(1, std::memory_order_relaxed);
 
+  const std::string origin(options.allowed_origins.empty()
+                               ? std::string_view()
+                               : cors_origin(options.allowed_origins, request.header("Origin")));
+  if (!options.allowed_origins.empty() && request.method == Method::kOptions &&
+      !request.header("Access-Control-Request-Method").empty()) {
+    co_return co_await write_response(
+        conn, preflight_response(origin, request.header("Access-Control-Request-Headers")),
+        keep_alive && !draining.load(), version, head);
+  }
   bool path_known = false;
   const Handler* handler = routes.find(request.method, request.path(), &path_known);
   if (handler == nullptr) {
@@ -438,6 +496,7 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
     } else {
       r = error_response(not_found("no route for " + std::string(request.path())));
     }
+    add_cors_headers(r.headers, origin);
     co_return co_await write_response(conn, std::move(r), keep_alive && !draining.load(), version,
                                       head);
   }
@@ -445,6 +504,7 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
   // HTTP/1.0 has no chunked encoding: a streamed body then ends with the connection.
   const bool chunked = version == 11;
   ResponseWriter::State state{conn, options, draining, keep_alive && chunked, chunked};
+  state.cors_origin = origin;
   ResponseWriter writer(state);
   // Run the handler while watching the socket: a client that leaves cancels the handler.
   conn.in_handler = true;
@@ -460,6 +520,7 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
     if (!state.failed && !state.finished) (void)co_await writer.finish();
     co_return !state.failed && state.keep_alive && !draining.load();
   }
+  add_cors_headers(response.headers, origin);
   co_return co_await write_response(conn, std::move(response), keep_alive && !draining.load(),
                                     version, head);
 }

@@ -70,6 +70,12 @@ struct ServerOptions {
   // most this long before closing, so the client reads the answer instead of a TCP reset.
   std::chrono::milliseconds linger_timeout{1'000};
   int socket_send_buffer_bytes = 0;  // SO_SNDBUF of each connection; 0: kernel default
+  // CORS: browser origins allowed to call this server ("*" or exact "scheme://host[:port]").
+  // A request from one gets Access-Control-Allow-Origin (its origin) on its answer, streamed or
+  // not; a preflight (OPTIONS with Access-Control-Request-Method) is answered here, 204 for an
+  // allowed origin and 403 otherwise. Empty: no CORS headers, and OPTIONS is routed as any
+  // method (405).
+  std::vector<std::string> allowed_origins;
 };
 
 // Streams one response. Owned by the handler it is given to; only that handler's coroutine may

@@ -97,6 +97,64 @@ TEST_F(ServerTest, RoutesByExactPathThenLongestPrefix) {
   EXPECT_NE(wrong_method.body.find("method POST is not allowed"), std::string::npos);
 }
 
+// CORS: an allowed origin gets Access-Control-Allow-Origin on plain, streamed and error
+// answers, and its preflight a 204 naming what it may send; another origin gets no CORS header
+// and a 403 preflight. Without allowed origins, OPTIONS is a method like any other.
+TEST_F(ServerTest, AllowedOriginsGetCorsHeadersAndPreflightAnswers) {
+  Routes routes;
+  routes.add(Method::kGet, "/health", text("ok"));
+  routes.add(Method::kPost, "/stream", [](Request&, ResponseWriter& out) -> net::awaitable<Response> {
+    Status s = co_await out.write_head(200, kSseContentType);
+    if (s.ok()) s = co_await out.write(kSseDone);
+    co_return Response{};
+  });
+  ServerOptions options;
+  options.allowed_origins = {"https://app.example"};
+  start(std::move(routes), options);
+  const std::string app = "Origin: https://app.example\r\n";
+  const RawResponse plain = roundtrip(get("/health", app));
+  EXPECT_EQ(plain.header("access-control-allow-origin"), "https://app.example");
+  EXPECT_EQ(plain.header("vary"), "Origin");
+  const RawResponse missing = roundtrip(get("/nope", app));
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.header("access-control-allow-origin"), "https://app.example");
+  RawConn c = connect();
+  ASSERT_TRUE(c.send_all("POST /stream HTTP/1.1\r\nHost: t\r\n" + app + "Content-Length: 2\r\n\r\n{}"));
+  const RawResponse streamed = c.read_response();
+  ASSERT_TRUE(streamed.complete);
+  EXPECT_EQ(streamed.header("access-control-allow-origin"), "https://app.example");
+  EXPECT_EQ(roundtrip(get("/health", "Origin: https://evil.example\r\n")).header("access-control-allow-origin"), "");
+  EXPECT_EQ(roundtrip(get("/health")).header("access-control-allow-origin"), "");
+
+  const std::string preflight =
+      "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAccess-Control-Request-Method: POST\r\n"
+      "Access-Control-Request-Headers: authorization, content-type\r\n";
+  const RawResponse ok = roundtrip(preflight + app + "\r\n");
+  EXPECT_EQ(ok.status, 204);
+  EXPECT_EQ(ok.header("access-control-allow-origin"), "https://app.example");
+  EXPECT_EQ(ok.header("access-control-allow-methods"), "GET, POST, OPTIONS");
+  EXPECT_EQ(ok.header("access-control-allow-headers"), "authorization, content-type");
+  const RawResponse refused = roundtrip(preflight + "Origin: https://evil.example\r\n\r\n");
+  EXPECT_EQ(refused.status, 403);
+  EXPECT_NE(refused.body.find("\"permission_error\""), std::string::npos);
+  EXPECT_EQ(refused.header("access-control-allow-origin"), "");
+  const RawResponse odd = roundtrip(
+      "OPTIONS /x HTTP/1.1\r\nHost: t\r\nAccess-Control-Request-Method: POST\r\n"
+      "Access-Control-Request-Headers: x-a;b\r\n" + app + "\r\n");
+  EXPECT_EQ(odd.header("access-control-allow-headers"), "authorization, content-type, x-request-id");
+}
+
+TEST_F(ServerTest, WithoutAllowedOriginsOptionsIsAnyOtherMethod) {
+  Routes routes;
+  routes.add(Method::kGet, "/health", text("ok"));
+  start(std::move(routes));
+  const RawResponse r = roundtrip(
+      "OPTIONS /health HTTP/1.1\r\nHost: t\r\nOrigin: https://app.example\r\n"
+      "Access-Control-Request-Method: GET\r\n\r\n");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.header("access-control-allow-origin"), "");
+}
+
 TEST_F(ServerTest, KeepAliveServesSequentialRequestsOnOneConnection) {
   Routes routes;
   routes.add(Method::kGet, "/health", text("ok"));
