@@ -783,6 +783,64 @@ TEST(GatewayE2eTest, ApiKeysFromAFileRotateOnSighupAndBrowsersGetCors) {
   fs::remove(keys);
 }
 
+// --log-format json: every line the server writes to stderr is one JSON object, and each
+// request has one access line (served, invalid, unknown model), carrying the client's trace id.
+// --access-log=false: none.
+TEST(GatewayE2eTest, JsonLogsCarryOneAccessLinePerRequest) {
+  auto e0 = start_engine("json_e0", {"--speedup-ratio", "100"});
+  ASSERT_TRUE(e0->ready());
+  auto server = start_server("json_server", {"--worker", e0->worker_flag(), "--log-format", "json",
+                                             "--log-level", "info"});
+  ASSERT_TRUE(server->ready()) << server->log();
+  const uint16_t s = server->port();
+  ASSERT_TRUE(eventually([&] { return fleet_is(s, {e0->id()}); })) << server->log();
+  const std::string trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+  const std::string body = completion_body(token_ids(21, 64), 3);
+  http::testing::RawConn c(s);
+  ASSERT_TRUE(c.send_all("POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                         "traceparent: 00-" + trace + "-00f067aa0ba902b7-01\r\nX-Request-Id: req-json-1\r\n"
+                         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+  ASSERT_EQ(c.read_response(Ms(20'000)).status, 200);
+  EXPECT_EQ(post(s, "/v1/completions", "{not json").status, 400);
+  EXPECT_EQ(post(s, "/v1/completions", R"({"model":"nope","prompt":"x"})").status, 404);
+
+  std::vector<json::object> access;
+  ASSERT_TRUE(eventually([&] {
+    access.clear();
+    std::istringstream lines(read_text(server->dir() / "log"));
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("infera server: ", 0) == 0) continue;  // the ready line, on stdout
+      boost::system::error_code ec;
+      const json::value v = json::parse(line, ec);
+      if (ec || !v.is_object()) {
+        ADD_FAILURE() << "not a JSON object: " << line;
+        return true;
+      }
+      if (string_at(v, "component") == "access") access.push_back(v.get_object());
+    }
+    return access.size() >= 3;
+  })) << server->log();
+  ASSERT_EQ(access.size(), 3u) << server->log();
+  const json::value served(access[0]);
+  EXPECT_EQ(string_at(served, "request_id"), "req-json-1");
+  EXPECT_EQ(string_at(served, "trace_id"), trace);
+  EXPECT_EQ(string_at(served, "worker"), e0->id());
+  EXPECT_EQ(string_at(served, "model"), std::string(kModel));
+  EXPECT_EQ(int_at(served, "status"), 200);
+  EXPECT_EQ(int_at(served, "prompt_tokens"), 64);
+  EXPECT_TRUE(find(served, "ttft_s") != nullptr && find(served, "ttft_s")->is_number()) << json::serialize(served);
+  EXPECT_EQ(int_at(json::value(access[1]), "status"), 400);
+  EXPECT_EQ(string_at(json::value(access[1]), "trace_id"), "");
+  EXPECT_EQ(int_at(json::value(access[2]), "status"), 404);
+
+  auto quiet = start_server("json_quiet", {"--worker", e0->worker_flag(), "--log-level", "info",
+                                           "--access-log=false"});
+  ASSERT_TRUE(quiet->ready()) << quiet->log();
+  EXPECT_EQ(post(quiet->port(), "/v1/completions", "{not json").status, 400);
+  EXPECT_EQ(quiet->log().find(" INFO access "), std::string::npos) << quiet->log();
+  EXPECT_NE(server->log().find("\"component\":\"access\""), std::string::npos);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 5. Bad input.
 

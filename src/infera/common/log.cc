@@ -4,13 +4,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
+
+#include "infera/common/json_string.h"
 
 namespace infera {
 namespace {
 
 std::atomic<LogLevel> g_level{LogLevel::kInfo};
+std::atomic<LogFormat> g_format{LogFormat::kLogfmt};
 
 std::string_view level_name(LogLevel level) {
   switch (level) {
@@ -52,6 +56,16 @@ Result<LogLevel> parse_log_level(std::string_view name) {
                           "' (expected debug, info, warn, error or off)");
 }
 
+void set_log_format(LogFormat format) { g_format.store(format, std::memory_order_relaxed); }
+LogFormat log_format() { return g_format.load(std::memory_order_relaxed); }
+
+Result<LogFormat> parse_log_format(std::string_view name) {
+  if (name == "logfmt") return LogFormat::kLogfmt;
+  if (name == "json") return LogFormat::kJson;
+  return invalid_argument("unknown log format '" + std::string(name).substr(0, 64) +
+                          "' (expected logfmt or json)");
+}
+
 void append_log_value(std::string& out, std::string_view value) {
   bool plain = !value.empty();
   for (const char c : value) {
@@ -88,8 +102,17 @@ void append_log_value(std::string& out, std::string_view value) {
   out += '"';
 }
 
-LogLine::LogLine(LogLevel level, std::string_view component) {
+LogLine::LogLine(LogLevel level, std::string_view component) : json_(log_format() == LogFormat::kJson) {
   line_.reserve(160);
+  if (json_) {
+    line_ += R"({"ts":")";
+    append_timestamp(line_);
+    line_ += R"(","level":")";
+    line_ += level_name(level);
+    line_ += R"(","component":)";
+    append_json_string(line_, component);
+    return;
+  }
   append_timestamp(line_);
   line_ += ' ';
   line_ += level_name(level);
@@ -98,6 +121,7 @@ LogLine::LogLine(LogLevel level, std::string_view component) {
 }
 
 LogLine::~LogLine() {
+  if (json_) line_ += '}';
   line_ += '\n';
   // One write per line so concurrent loggers never interleave within a line.
   size_t off = 0;
@@ -109,12 +133,24 @@ LogLine::~LogLine() {
 }
 
 LogLine& LogLine::msg(std::string_view text) {
+  if (json_) {
+    line_ += R"(,"msg":)";
+    append_json_string(line_, text);
+    return *this;
+  }
   line_ += ' ';
   append_log_value(line_, text);
   return *this;
 }
 
 LogLine& LogLine::kv(std::string_view key, std::string_view value) {
+  if (json_) {
+    line_ += ',';
+    append_json_string(line_, key);
+    line_ += ':';
+    append_json_string(line_, value);
+    return *this;
+  }
   line_ += ' ';
   line_ += key;
   line_ += '=';
@@ -122,18 +158,24 @@ LogLine& LogLine::kv(std::string_view key, std::string_view value) {
   return *this;
 }
 
+LogLine& LogLine::raw(std::string_view key, std::string_view literal) {
+  if (!json_) return kv(key, literal);
+  line_ += ',';
+  append_json_string(line_, key);
+  line_ += ':';
+  line_ += literal;
+  return *this;
+}
+
 LogLine& LogLine::kv(std::string_view key, double value) {
+  if (!std::isfinite(value)) return kv(key, value > 0 ? "inf" : value < 0 ? "-inf" : "nan");
   char buf[32];
   const int n = std::snprintf(buf, sizeof(buf), "%.6g", value);
-  return kv(key, std::string_view(buf, static_cast<size_t>(n)));
+  return raw(key, std::string_view(buf, static_cast<size_t>(n)));
 }
 
-LogLine& LogLine::kv_int(std::string_view key, int64_t value) {
-  return kv(key, std::string_view(std::to_string(value)));
-}
+LogLine& LogLine::kv_int(std::string_view key, int64_t value) { return raw(key, std::to_string(value)); }
 
-LogLine& LogLine::kv_uint(std::string_view key, uint64_t value) {
-  return kv(key, std::string_view(std::to_string(value)));
-}
+LogLine& LogLine::kv_uint(std::string_view key, uint64_t value) { return raw(key, std::to_string(value)); }
 
 }  // namespace infera

@@ -1,7 +1,9 @@
-// Structured, leveled logging to stderr: one line per event, `key=value` fields, values quoted
-// and escaped so that untrusted strings (worker ids, client input) cannot forge log lines.
-// Any thread may log; a line is written with one write() so lines never interleave.
-// The level is process-wide configuration (--log-level), set once at startup.
+// Structured, leveled logging to stderr: one line per event, `key=value` fields (logfmt), values
+// quoted and escaped so that untrusted strings (worker ids, client input) cannot forge log
+// lines; or, with --log-format json, one JSON object per line ({"ts","level","component","msg",
+// and the fields; numbers and booleans as JSON values}). Any thread may log; a line is written
+// with one write() so lines never interleave. The level and format are process-wide
+// configuration (--log-level, --log-format), set at startup (the level again on reload).
 //
 //   INFERA_LOG(kWarn, "events").msg("sequence gap").kv("worker", id).kv("expected", seq);
 #pragma once
@@ -22,6 +24,11 @@ LogLevel log_level();
 inline bool log_enabled(LogLevel level) { return level >= log_level(); }
 Result<LogLevel> parse_log_level(std::string_view name);  // debug|info|warn|error|off
 
+enum class LogFormat { kLogfmt = 0, kJson = 1 };
+void set_log_format(LogFormat format);
+LogFormat log_format();
+Result<LogFormat> parse_log_format(std::string_view name);  // logfmt|json
+
 class LogLine {
  public:
   LogLine(LogLevel level, std::string_view component);
@@ -35,7 +42,7 @@ class LogLine {
   LogLine& kv(std::string_view key, const std::string& value) {
     return kv(key, std::string_view(value));
   }
-  LogLine& kv(std::string_view key, bool value) { return kv(key, value ? "true" : "false"); }
+  LogLine& kv(std::string_view key, bool value) { return raw(key, value ? "true" : "false"); }
   LogLine& kv(std::string_view key, double value);
   template <typename Int>
     requires std::is_integral_v<Int>
@@ -47,6 +54,9 @@ class LogLine {
  private:
   LogLine& kv_int(std::string_view key, int64_t value);
   LogLine& kv_uint(std::string_view key, uint64_t value);
+  // A field whose value is a JSON literal (a number, true, false): unquoted in both formats.
+  LogLine& raw(std::string_view key, std::string_view literal);
+  bool json_;
   std::string line_;
 };
 

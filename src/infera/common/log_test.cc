@@ -1,6 +1,10 @@
 #include "infera/common/log.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
 
 namespace infera {
 namespace {
@@ -16,6 +20,53 @@ TEST(LogTest, UntrustedValuesCannotForgeLines) {
   append_log_value(out, "evil\nINFO fake=1 \"x\"\x01");
   EXPECT_EQ(out, "\"evil\\nINFO fake=1 \\\"x\\\"\\x01\"");
   EXPECT_EQ(out.find('\n'), std::string::npos);
+}
+
+// What one LogLine writes to stderr (fd 2, redirected to a file for the call).
+template <typename Fn>
+std::string captured_stderr(Fn&& log) {
+  std::FILE* file = std::tmpfile();
+  const int saved = ::dup(2);
+  ::dup2(::fileno(file), 2);
+  log();
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string out;
+  std::rewind(file);
+  for (int c; (c = std::fgetc(file)) != EOF;) out.push_back(static_cast<char>(c));
+  std::fclose(file);
+  return out;
+}
+
+TEST(LogTest, JsonLinesAreOneObjectWithTypedFields) {
+  set_log_format(LogFormat::kJson);
+  const std::string line = captured_stderr([] {
+    INFERA_LOG(kWarn, "events").msg("a \"gap\"\n").kv("worker", "w\x01\xff").kv("n", 42).kv("lag", 0.5)
+        .kv("stale", true).kv("seq", uint64_t{7});
+  });
+  set_log_format(LogFormat::kLogfmt);
+  ASSERT_EQ(line.rfind(R"({"ts":")", 0), 0u) << line;
+  const size_t rest = line.find(R"(","level")");
+  ASSERT_NE(rest, std::string::npos) << line;
+  EXPECT_EQ(line.substr(rest),
+            R"(","level":"WARN","component":"events","msg":"a \"gap\"\n","worker":"w\u0001)"
+            "\xEF\xBF\xBD"  // the invalid byte, as U+FFFD
+            R"(",)"
+            R"("n":42,"lag":0.5,"stale":true,"seq":7})" "\n")
+      << line;
+}
+
+TEST(LogTest, LogfmtLinesKeepTheirShape) {
+  const std::string line = captured_stderr([] {
+    INFERA_LOG(kInfo, "gateway").msg("served").kv("status", 200).kv("ok", false);
+  });
+  EXPECT_NE(line.find(" INFO gateway served status=200 ok=false\n"), std::string::npos) << line;
+}
+
+TEST(LogTest, ParsesFormats) {
+  EXPECT_EQ(*parse_log_format("json"), LogFormat::kJson);
+  EXPECT_EQ(*parse_log_format("logfmt"), LogFormat::kLogfmt);
+  EXPECT_FALSE(parse_log_format("xml").ok());
 }
 
 TEST(LogTest, ParsesLevels) {

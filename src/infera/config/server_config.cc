@@ -105,6 +105,7 @@ struct ChoiceWords {
   std::string request_transport;
   std::string kv_event_transport;
   std::string log_level = "info";
+  std::string log_format = "logfmt";
 };
 
 Status resolve_choices(const ChoiceWords& w, const FlagSet& f, const ConfigSources& sources,
@@ -133,6 +134,7 @@ Status resolve_choices(const ChoiceWords& w, const FlagSet& f, const ConfigSourc
   INFERA_ASSIGN_OR_RETURN(c.nats_server,
                           resolve_nats_server(f.was_set("--nats-server"), c.nats_server, sources.environment));
   INFERA_ASSIGN_OR_RETURN(c.log_level, parse_log_level(w.log_level));
+  INFERA_ASSIGN_OR_RETURN(c.log_format, parse_log_format(w.log_format));
   return ok_status();
 }
 
@@ -375,6 +377,11 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
         "SECONDS");
   add_access_flags(f, c);
   f.add("--log-level", &words.log_level, "debug, info (default), warn or error", "LEVEL");
+  f.add("--log-format", &words.log_format,
+        "logfmt (default: key=value) or json (one object a line, for log pipelines)", "FORMAT");
+  f.add("--access-log", &c.access_log,
+        "one info line per request: id, trace, model, route, worker, status, tokens, hits, TTFT, "
+        "duration, retries (default on; --access-log=false turns it off)");
   f.enable_config_sources(sources);
   INFERA_RETURN_IF_ERROR(f.parse(args));
   *help_requested = f.help_requested();

@@ -104,6 +104,8 @@ struct ServerConfig {
   std::string admin_host;   // separate listener for admin + metrics when set
   int64_t admin_port = -1;  // -1: not set; 0: any free port (logged at startup)
   LogLevel log_level = LogLevel::kInfo;
+  LogFormat log_format = LogFormat::kLogfmt;  // --log-format logfmt|json
+  bool access_log = true;  // one info line per request (--access-log=false: none)
 };
 
 // A --peer URL, "http(s)://HOST:PORT" (IPv6 in brackets; a trailing '/' is dropped; no path,

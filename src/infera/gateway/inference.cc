@@ -40,12 +40,47 @@ std::string make_request_id(std::string_view given) {
   return buf;
 }
 
+// The trace id of a W3C `traceparent` ("00-<32 hex>-<16 hex>-<2 hex>"); "" when there is none
+// or it is malformed (or all zeros, which the spec says is invalid).
+std::string trace_id_of(const http::Request& request) {
+  const std::string_view tp = request.header("traceparent");
+  if (tp.size() < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-') return {};
+  const std::string_view id = tp.substr(3, 32);
+  const bool hex = std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+  if (!hex || id.find_first_not_of('0') == std::string_view::npos) return {};
+  return std::string(id);
+}
+
+// One request's access line (--access-log): written once, wherever the request ended.
+struct Access {
+  std::string_view request_id, trace_id, route, model, worker;
+  int status = 0;
+  uint32_t prompt_tokens = 0;
+  uint32_t hit_blocks = 0;  // predicted on the chosen worker (cache and predicted-on-route)
+  uint32_t retries = 0;
+  double ttft_s = -1;  // -1: no first byte relayed
+  double duration_s = 0;
+};
+
+void log_access(const GatewayContext& g, const Access& a) {
+  if (!g.config.access_log || !log_enabled(LogLevel::kInfo)) return;
+  LogLine line(LogLevel::kInfo, "access");
+  line.msg("request").kv("request_id", a.request_id).kv("trace_id", a.trace_id).kv("model", a.model)
+      .kv("route", a.route).kv("worker", a.worker).kv("status", a.status)
+      .kv("prompt_tokens", a.prompt_tokens).kv("hit_blocks", a.hit_blocks)
+      .kv("retries", a.retries).kv("duration_s", a.duration_s);
+  if (a.ttft_s >= 0) line.kv("ttft_s", a.ttft_s);
+}
+
 // What the owner needs about one request, computed once before the exchange.
 struct RoutedRequest {
   std::string route;
   std::string request_id;
   std::string model;
   std::string metric_model;  // the model label: `model` when the fleet serves it, else ""
+  std::string trace_id;      // from the client's W3C traceparent; "" without one
   uint32_t prompt_tokens = 0;
   std::vector<uint64_t> hashes;
   Nanos start{0};
@@ -183,6 +218,9 @@ http::Response fail_response(GatewayContext& g, const RoutedRequest& r, const St
   http::Response resp = http::error_response(s, ctx);
   resp.headers.push_back({"X-Request-Id", r.request_id});
   g.metrics.count_request(r.route, resp.status, worker, r.metric_model);
+  log_access(g, {.request_id = r.request_id, .trace_id = r.trace_id, .route = r.route,
+                 .model = r.model, .worker = worker, .status = resp.status,
+                 .prompt_tokens = r.prompt_tokens, .duration_s = to_seconds(g.clock.now() - r.start)});
   return resp;
 }
 
@@ -277,6 +315,7 @@ class RequestOwner final : public proxy::Owner {
 
   void retrying(routing::Stage stage, const proxy::Worker& w, const Status& error) override {
     g_.metrics.retries.inc();
+    ++retries_;
     INFERA_LOG(kWarn, "gateway")
         .msg("worker failed before the first byte; trying another")
         .kv("request_id", r_.request_id)
@@ -286,6 +325,14 @@ class RequestOwner final : public proxy::Owner {
   }
 
   void ended(const proxy::Worker& w, int status, const proxy::ForwardOutcome* relayed) override {
+    const double first_byte_s = relayed != nullptr && relayed->first_byte.count() != 0
+                                    ? to_seconds(relayed->first_byte - r_.start)
+                                    : -1;
+    log_access(g_, {.request_id = r_.request_id, .trace_id = r_.trace_id, .route = r_.route,
+                    .model = r_.model, .worker = w.info->id, .status = status,
+                    .prompt_tokens = r_.prompt_tokens, .hit_blocks = hit_blocks_,
+                    .retries = retries_, .ttft_s = first_byte_s,
+                    .duration_s = to_seconds(g_.clock.now() - r_.start)});
     if (relayed != nullptr && relayed->result == proxy::ForwardResult::kCompleted) {
       g_.metrics.observe_completed(r_.metric_model, to_seconds(relayed->first_byte - r_.start),
                                    to_seconds(g_.clock.now() - r_.start));
@@ -324,6 +371,8 @@ class RequestOwner final : public proxy::Owner {
   std::shared_ptr<const FleetView> view_;  // the members' storage, for the whole exchange
   const RoutedRequest& r_;
   std::vector<const FleetMember*> picked_;
+  uint32_t retries_ = 0;     // workers that failed before the first byte (the access line)
+  uint32_t hit_blocks_ = 0;  // predicted hits on the (last) chosen prefill or aggregated worker
 };
 
 // One stage's routing decision in one attempt. With no candidate, the answer on a first attempt
@@ -381,6 +430,7 @@ proxy::Picked RequestOwner::finish_pick(routing::Stage stage, uint32_t attempt,
       .kv("cost", d.chosen().cost)
       .kv("attempt", attempt);
   picked_.push_back(m);
+  if (stage != routing::Stage::kDecode) hit_blocks_ = d.chosen().cache_hits + d.chosen().predicted_hits;
   out.worker = proxy::Worker{.slot = m->slot, .info = &m->info, .endpoint = &m->endpoint};
   return out;
 }
@@ -388,15 +438,27 @@ proxy::Picked RequestOwner::finish_pick(routing::Stage stage, uint32_t attempt,
 // A request's answers before it is routed (refused, invalid, no such model): each with the
 // request id, each counted.
 struct EarlyAnswers {
+  EarlyAnswers(GatewayContext& gc, std::string_view r, const http::Request& request)
+      : g(gc),
+        route(r),
+        request_id(make_request_id(request.header("X-Request-Id"))),
+        trace_id(trace_id_of(request)),
+        start(gc.clock.now()) {}
+
   GatewayContext& g;
   std::string_view route;
-  std::string_view request_id;
-  std::string metric_model = {};  // set once the fleet is known to serve the request's model
+  const std::string request_id;
+  const std::string trace_id;
+  const Nanos start;
+  std::string metric_model;  // set once the fleet is known to serve the request's model
 
   http::Response fail(const Status& s, http::ErrorContext ctx) const {
     http::Response r = http::error_response(s, ctx);
     r.headers.push_back({"X-Request-Id", std::string(request_id)});
     g.metrics.count_request(route, r.status, {}, metric_model);
+    log_access(g, {.request_id = request_id, .trace_id = trace_id, .route = route,
+                   .model = metric_model, .status = r.status,
+                   .duration_s = to_seconds(g.clock.now() - start)});
     return r;
   }
   // The 401 when the request's API key does not pass (check_api_key); none when it does.
@@ -405,6 +467,8 @@ struct EarlyAnswers {
     if (denied) {
       denied->headers.push_back({"X-Request-Id", std::string(request_id)});
       g.metrics.count_request(route, denied->status, {}, {});
+      log_access(g, {.request_id = request_id, .trace_id = trace_id, .route = route,
+                     .status = denied->status, .duration_s = to_seconds(g.clock.now() - start)});
     }
     return denied;
   }
@@ -430,10 +494,9 @@ net::awaitable<http::Response> exchange_routed(GatewayContext& g, std::shared_pt
 net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
                                                 http::Request& request,
                                                 http::ResponseWriter& out) {
-  const Nanos start = g.clock.now();
   const std::string route(route_name(kind));
-  const std::string request_id = make_request_id(request.header("X-Request-Id"));
-  EarlyAnswers early{g, route, request_id};
+  EarlyAnswers early(g, route, request);
+  const std::string& request_id = early.request_id;
   auto fail = [&](const Status& s, http::ErrorContext ctx) { return early.fail(s, ctx); };
   if (std::optional<http::Response> denied = early.deny(request)) co_return std::move(*denied);
   std::string param;
@@ -487,10 +550,11 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   r.request_id = request_id;
   r.model = parsed->model;
   r.metric_model = std::move(early.metric_model);
+  r.trace_id = early.trace_id;
   r.prompt_tokens = static_cast<uint32_t>(ids->size());
   r.hashes = std::move(hashes);
-  r.start = start;
-  r.deadline = start + from_seconds(g.config.request_timeout_s);
+  r.start = early.start;
+  r.deadline = early.start + from_seconds(g.config.request_timeout_s);
   const bool split = g.fleet->split(*view, r.model);
   co_return co_await exchange_routed(g, std::move(view), std::move(r), split, request, out);
 }
@@ -503,9 +567,8 @@ namespace {
 // forwarded unchanged.
 net::awaitable<http::Response> handle_passthrough(GatewayContext& g, std::string route,
                                                   http::Request& request, http::ResponseWriter& out) {
-  const Nanos start = g.clock.now();
-  const std::string request_id = make_request_id(request.header("X-Request-Id"));
-  EarlyAnswers early{g, route, request_id};
+  EarlyAnswers early(g, route, request);
+  const std::string& request_id = early.request_id;
   auto fail = [&](const Status& s, http::ErrorContext ctx) { return early.fail(s, ctx); };
   if (std::optional<http::Response> denied = early.deny(request)) co_return std::move(*denied);
   std::string param;
@@ -529,8 +592,9 @@ net::awaitable<http::Response> handle_passthrough(GatewayContext& g, std::string
   r.request_id = request_id;
   r.model = std::move(*model);
   r.metric_model = std::move(early.metric_model);
-  r.start = start;
-  r.deadline = start + from_seconds(g.config.request_timeout_s);
+  r.trace_id = early.trace_id;
+  r.start = early.start;
+  r.deadline = early.start + from_seconds(g.config.request_timeout_s);
   co_return co_await exchange_routed(g, std::move(view), std::move(r), /*split=*/false, request, out);
 }
 

@@ -118,6 +118,8 @@ void each_setting(Field&& field, LoadField&& load_field) {
   field("--admin-host", &ServerConfig::admin_host);
   field("--admin-port", &ServerConfig::admin_port);
   field("--log-level", &ServerConfig::log_level);
+  field("--log-format", &ServerConfig::log_format);
+  field("--access-log", &ServerConfig::access_log);
 }
 
 }  // namespace

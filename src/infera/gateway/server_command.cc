@@ -86,6 +86,7 @@ int run_server_command(std::span<const std::string> args) {
     return 0;
   }
   set_log_level(config->log_level);
+  set_log_format(config->log_format);
   // Signals are taken by this thread only (the waits below), blocked before any other thread
   // exists.
   const TerminationSignals signals = block_termination_and_hangup_signals();

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "infera/common/json_string.h"
 #include "infera/common/status.h"
 #include "infera/http/message.h"
 
@@ -61,8 +62,7 @@ Response error_response(const Status& status, const ErrorContext& context = {});
 // SDKs raise on). Follow it with kSseDone and finish the stream to end it cleanly.
 std::string sse_error_event(const Status& status, const ErrorContext& context = {});
 
-// Appends `text` as a JSON string literal (quoted, escaped). Invalid UTF-8 becomes U+FFFD, so
-// untrusted bytes (a model name, an engine's message) cannot break the document.
-void append_json_string(std::string& out, std::string_view text);
+// common/json_string.h: JSON string literals from untrusted bytes.
+using ::infera::append_json_string;
 
 }  // namespace infera::http
