@@ -461,6 +461,19 @@ struct EarlyAnswers {
                    .duration_s = to_seconds(g.clock.now() - start)});
     return r;
   }
+  // The request's record for the owner and the accounts (RequestOwner, fail_response), with
+  // what is known before routing.
+  RoutedRequest routed(std::string model) const {
+    RoutedRequest r;
+    r.route = std::string(route);
+    r.request_id = request_id;
+    r.trace_id = trace_id;
+    r.model = std::move(model);
+    r.metric_model = metric_model;
+    r.start = start;
+    r.deadline = start + from_seconds(g.config.request_timeout_s);
+    return r;
+  }
   // The 401 when the request's API key does not pass (check_api_key); none when it does.
   std::optional<http::Response> deny(http::Request& request) const {
     std::optional<http::Response> denied = check_api_key(g, request);
@@ -496,7 +509,6 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
                                                 http::ResponseWriter& out) {
   const std::string route(route_name(kind));
   EarlyAnswers early(g, route, request);
-  const std::string& request_id = early.request_id;
   auto fail = [&](const Status& s, http::ErrorContext ctx) { return early.fail(s, ctx); };
   if (std::optional<http::Response> denied = early.deny(request)) co_return std::move(*denied);
   std::string param;
@@ -518,10 +530,7 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
     // get the same 429 after tokenization. Under a flood (or clients retrying at once) that
     // is the difference between refusing thousands of requests a second and refusing a few
     // hundred while the requests already admitted wait for the same cores.
-    RoutedRequest shed;
-    shed.route = route;
-    shed.request_id = request_id;
-    co_return shed_response(g, shed, *view, Pick::kQueueFull,
+    co_return shed_response(g, early.routed(parsed->model), *view, Pick::kQueueFull,
                             first_stage(g, *view, parsed->model));
   }
 
@@ -545,16 +554,9 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   g.metrics.tokenize.observe(to_seconds(tokenize_time));
   g.metrics.hash.observe(to_seconds(hash_time));
 
-  RoutedRequest r;
-  r.route = route;
-  r.request_id = request_id;
-  r.model = parsed->model;
-  r.metric_model = std::move(early.metric_model);
-  r.trace_id = early.trace_id;
+  RoutedRequest r = early.routed(parsed->model);
   r.prompt_tokens = static_cast<uint32_t>(ids->size());
   r.hashes = std::move(hashes);
-  r.start = early.start;
-  r.deadline = early.start + from_seconds(g.config.request_timeout_s);
   const bool split = g.fleet->split(*view, r.model);
   co_return co_await exchange_routed(g, std::move(view), std::move(r), split, request, out);
 }
@@ -568,7 +570,6 @@ namespace {
 net::awaitable<http::Response> handle_passthrough(GatewayContext& g, std::string route,
                                                   http::Request& request, http::ResponseWriter& out) {
   EarlyAnswers early(g, route, request);
-  const std::string& request_id = early.request_id;
   auto fail = [&](const Status& s, http::ErrorContext ctx) { return early.fail(s, ctx); };
   if (std::optional<http::Response> denied = early.deny(request)) co_return std::move(*denied);
   std::string param;
@@ -582,20 +583,10 @@ net::awaitable<http::Response> handle_passthrough(GatewayContext& g, std::string
                    {.param = "model", .code = "model_not_found"});
   }
   if (g.config.max_inflight_per_worker != 0 && queue_full(g, *view, *model)) {
-    RoutedRequest shed;
-    shed.route = route;
-    shed.request_id = request_id;
-    co_return shed_response(g, shed, *view, Pick::kQueueFull, routing::Stage::kAggregated);
+    co_return shed_response(g, early.routed(*model), *view, Pick::kQueueFull, routing::Stage::kAggregated);
   }
-  RoutedRequest r;
-  r.route = route;
-  r.request_id = request_id;
-  r.model = std::move(*model);
-  r.metric_model = std::move(early.metric_model);
-  r.trace_id = early.trace_id;
-  r.start = early.start;
-  r.deadline = early.start + from_seconds(g.config.request_timeout_s);
-  co_return co_await exchange_routed(g, std::move(view), std::move(r), /*split=*/false, request, out);
+  co_return co_await exchange_routed(g, std::move(view), early.routed(std::move(*model)), /*split=*/false,
+                                     request, out);
 }
 
 }  // namespace
