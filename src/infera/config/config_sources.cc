@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <system_error>
 
@@ -218,18 +219,27 @@ Result<std::vector<Setting>> read_environment(std::span<const std::string> envir
   return out;
 }
 
+namespace {
+
+// A secret as a header carries it: no whitespace and no control bytes.
+bool plain_secret(std::string_view secret) {
+  return std::none_of(secret.begin(), secret.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte <= 0x20 || byte == 0x7f;
+  });
+}
+
+}  // namespace
+
 Result<std::string> read_token_file(const std::string& path) {
   Result<std::string> text = read_bounded_file(path, kMaxTokenFileBytes);
   if (!text.ok()) return invalid_argument("token file " + text.status().message());
   std::string token = std::move(*text);
   while (!token.empty() && is_space(token.back())) token.pop_back();
   if (token.empty()) return invalid_argument("token file " + path + " is empty");
-  for (char c : token) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte <= 0x20 || byte == 0x7f) {
-      return invalid_argument("token file " + path +
-                              " has whitespace or control characters inside the token");
-    }
+  if (!plain_secret(token)) {
+    return invalid_argument("token file " + path +
+                            " has whitespace or control characters inside the token");
   }
   return token;
 }
@@ -248,12 +258,9 @@ Result<std::vector<std::string>> read_key_file(const std::string& path) {
     while (!line.empty() && is_space(line.front())) line.remove_prefix(1);
     while (!line.empty() && is_space(line.back())) line.remove_suffix(1);
     if (line.empty() || line.front() == '#') continue;
-    for (const char c : line) {
-      const auto byte = static_cast<unsigned char>(c);
-      if (byte <= 0x20 || byte == 0x7f) {
-        return invalid_argument("key file " + path + " line " + std::to_string(line_no) +
-                                ": whitespace or control characters inside a key");
-      }
+    if (!plain_secret(line)) {
+      return invalid_argument("key file " + path + " line " + std::to_string(line_no) +
+                              ": whitespace or control characters inside a key");
     }
     keys.emplace_back(line);
   }

@@ -213,15 +213,21 @@ namespace {
 
 // The client's answer for a request that fails here (never reached a worker, or every attempt
 // failed): the OpenAI error, the request id, the request counted.
-http::Response fail_response(GatewayContext& g, const RoutedRequest& r, const Status& s,
-                             http::ErrorContext ctx, std::string_view worker = {}) {
-  http::Response resp = http::error_response(s, ctx);
+// `resp` as the client's answer for `r` that no worker gave: the request id on it, the request
+// counted and its access line written. Every such answer goes through here.
+http::Response answer_here(GatewayContext& g, const RoutedRequest& r, http::Response resp,
+                           std::string_view worker = {}) {
   resp.headers.push_back({"X-Request-Id", r.request_id});
   g.metrics.count_request(r.route, resp.status, worker, r.metric_model);
   log_access(g, {.request_id = r.request_id, .trace_id = r.trace_id, .route = r.route,
                  .model = r.model, .worker = worker, .status = resp.status,
                  .prompt_tokens = r.prompt_tokens, .duration_s = to_seconds(g.clock.now() - r.start)});
   return resp;
+}
+
+http::Response fail_response(GatewayContext& g, const RoutedRequest& r, const Status& s,
+                             http::ErrorContext ctx, std::string_view worker = {}) {
+  return answer_here(g, r, http::error_response(s, ctx), worker);
 }
 
 // No candidate for `stage`.
@@ -452,14 +458,9 @@ struct EarlyAnswers {
   const Nanos start;
   std::string metric_model;  // set once the fleet is known to serve the request's model
 
+  // Before the fleet is known to serve the model, the access line names none either.
   http::Response fail(const Status& s, http::ErrorContext ctx) const {
-    http::Response r = http::error_response(s, ctx);
-    r.headers.push_back({"X-Request-Id", std::string(request_id)});
-    g.metrics.count_request(route, r.status, {}, metric_model);
-    log_access(g, {.request_id = request_id, .trace_id = trace_id, .route = route,
-                   .model = metric_model, .status = r.status,
-                   .duration_s = to_seconds(g.clock.now() - start)});
-    return r;
+    return fail_response(g, routed(metric_model), s, ctx);
   }
   // The request's record for the owner and the accounts (RequestOwner, fail_response), with
   // what is known before routing.
@@ -477,13 +478,8 @@ struct EarlyAnswers {
   // The 401 when the request's API key does not pass (check_api_key); none when it does.
   std::optional<http::Response> deny(http::Request& request) const {
     std::optional<http::Response> denied = check_api_key(g, request);
-    if (denied) {
-      denied->headers.push_back({"X-Request-Id", std::string(request_id)});
-      g.metrics.count_request(route, denied->status, {}, {});
-      log_access(g, {.request_id = request_id, .trace_id = trace_id, .route = route,
-                     .status = denied->status, .duration_s = to_seconds(g.clock.now() - start)});
-    }
-    return denied;
+    if (!denied) return std::nullopt;
+    return answer_here(g, routed({}), std::move(*denied));  // called first: no model label yet
   }
 };
 
