@@ -193,6 +193,17 @@ Status split_origins(ServerConfig& c) {
   return ok_status();
 }
 
+// --otlp-sample-ratio is a share, and only means something with a collector to send to.
+Status check_tracing(const FlagSet& f, const ServerConfig& c) {
+  if (!(c.otlp_sample_ratio >= 0.0 && c.otlp_sample_ratio <= 1.0)) {
+    return invalid_argument("--otlp-sample-ratio must be between 0 and 1");
+  }
+  if (f.was_set("--otlp-sample-ratio") && c.otlp_traces_endpoint.empty()) {
+    return invalid_argument("--otlp-sample-ratio needs --otlp-traces-endpoint (no spans are sent without it)");
+  }
+  return ok_status();
+}
+
 // Who may call the server: the API keys, CORS, the admin token and listener.
 void add_access_flags(FlagSet& f, ServerConfig& c) {
   f.add("--api-key", &c.api_keys,
@@ -382,6 +393,14 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
   f.add("--access-log", &c.access_log,
         "one info line per request: id, trace, model, route, worker, status, tokens, hits, TTFT, "
         "duration, retries (default on; --access-log=false turns it off)");
+  f.add("--otlp-traces-endpoint", &c.otlp_traces_endpoint,
+        "send a span per request to this OpenTelemetry collector over OTLP/HTTP JSON, "
+        "http://HOST:PORT[/PATH] (PATH default /v1/traces); the worker's spans become its children",
+        "URL");
+  f.add("--otlp-sample-ratio", &c.otlp_sample_ratio,
+        "share of the traces the router starts that are recorded, 0..1 (default 1); a client's "
+        "traceparent decides for its own trace",
+        "RATIO");
   f.enable_config_sources(sources);
   INFERA_RETURN_IF_ERROR(f.parse(args));
   *help_requested = f.help_requested();
@@ -392,6 +411,7 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
   INFERA_RETURN_IF_ERROR(read_admin_token(f, c));
   INFERA_RETURN_IF_ERROR(read_api_keys(f, c));
   INFERA_RETURN_IF_ERROR(split_origins(c));
+  INFERA_RETURN_IF_ERROR(check_tracing(f, c));
   INFERA_RETURN_IF_ERROR(resolve_choices(words, f, sources, c));
   INFERA_RETURN_IF_ERROR(validate(c));
   return c;

@@ -106,6 +106,10 @@ struct ServerConfig {
   LogLevel log_level = LogLevel::kInfo;
   LogFormat log_format = LogFormat::kLogfmt;  // --log-format logfmt|json
   bool access_log = true;  // one info line per request (--access-log=false: none)
+  // Tracing: the OTLP/HTTP collector the router's spans go to ("": no spans, and the client's
+  // trace headers pass to the worker unchanged), and the share of new traces recorded.
+  std::string otlp_traces_endpoint;
+  double otlp_sample_ratio = 1.0;
 };
 
 // A --peer URL, "http(s)://HOST:PORT" (IPv6 in brackets; a trailing '/' is dropped; no path,

@@ -33,6 +33,7 @@
 #include "infera/routing/load_model.h"
 #include "infera/routing/router.h"
 #include "infera/tokenizer/prompt_encoder.h"
+#include "infera/trace/exporter.h"
 
 namespace infera::gateway {
 
@@ -108,6 +109,8 @@ struct GatewayContext {
   SlotQueue slots;
   // Router replicas: this one's id, the load shared with its siblings, the warm start.
   ReplicaState replicas;
+  // --otlp-traces-endpoint: where each sampled request's router span goes; null without it.
+  std::unique_ptr<trace::SpanExporter> spans;
 };
 
 // The admin API's token check: a 401 response when --admin-token is set and the request does

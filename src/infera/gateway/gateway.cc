@@ -407,6 +407,13 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   g.fleet =
       std::make_unique<Fleet>(fo, g.index, g.load, g.engine_signals, *g.loop, *g.upstream, g.clock);
   g.replicas.router_id = make_router_id();
+  if (!config.otlp_traces_endpoint.empty()) {
+    trace::ExporterOptions eo;
+    eo.endpoint = config.otlp_traces_endpoint;
+    eo.resource = {.service_name = "infera", .service_version = INFERA_VERSION,
+                   .instance_id = g.replicas.router_id};
+    INFERA_ASSIGN_OR_RETURN(g.spans, trace::SpanExporter::start(std::move(eo), g.registry));
+  }
   INFERA_RETURN_IF_ERROR(start_load_sharing(config, g));
   add_metric_collectors(g);
 
@@ -478,6 +485,8 @@ void Gateway::shutdown(std::chrono::milliseconds grace) {
   i.server.reset();
   i.admin.reset();
   if (i.g->loop) i.g->loop->stop();
+  // The last requests' spans: sent within a bounded wait, never holding the exit up for long.
+  if (i.g->spans) i.g->spans->shutdown(std::chrono::seconds(2));
   i.g->fleet.reset();  // stops the subscribers
 }
 

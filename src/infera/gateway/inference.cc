@@ -9,6 +9,7 @@
 
 #include "infera/common/log.h"
 #include "infera/gateway/context.h"
+#include "infera/gateway/request_trace.h"
 #include "infera/http/error.h"
 #include "infera/http/net.h"
 #include "infera/kv/block_hash.h"
@@ -40,34 +41,11 @@ std::string make_request_id(std::string_view given) {
   return buf;
 }
 
-// The trace id of a W3C `traceparent` ("00-<32 hex>-<16 hex>-<2 hex>"); "" when there is none
-// or it is malformed (or all zeros, which the spec says is invalid).
-std::string trace_id_of(const http::Request& request) {
-  const std::string_view tp = request.header("traceparent");
-  if (tp.size() < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-') return {};
-  const std::string_view id = tp.substr(3, 32);
-  const bool hex = std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-  });
-  if (!hex || id.find_first_not_of('0') == std::string_view::npos) return {};
-  return std::string(id);
-}
-
 // One request's access line (--access-log): written once, wherever the request ended.
-struct Access {
-  std::string_view request_id, trace_id, route, model, worker;
-  int status = 0;
-  uint32_t prompt_tokens = 0;
-  uint32_t hit_blocks = 0;  // predicted on the chosen worker (cache and predicted-on-route)
-  uint32_t retries = 0;
-  double ttft_s = -1;  // -1: no first byte relayed
-  double duration_s = 0;
-};
-
-void log_access(const GatewayContext& g, const Access& a) {
+void log_access(const GatewayContext& g, std::string_view trace_id, const RequestEnd& a) {
   if (!g.config.access_log || !log_enabled(LogLevel::kInfo)) return;
   LogLine line(LogLevel::kInfo, "access");
-  line.msg("request").kv("request_id", a.request_id).kv("trace_id", a.trace_id).kv("model", a.model)
+  line.msg("request").kv("request_id", a.request_id).kv("trace_id", trace_id).kv("model", a.model)
       .kv("route", a.route).kv("worker", a.worker).kv("status", a.status)
       .kv("prompt_tokens", a.prompt_tokens).kv("hit_blocks", a.hit_blocks)
       .kv("retries", a.retries).kv("duration_s", a.duration_s);
@@ -80,12 +58,20 @@ struct RoutedRequest {
   std::string request_id;
   std::string model;
   std::string metric_model;  // the model label: `model` when the fleet serves it, else ""
-  std::string trace_id;      // from the client's W3C traceparent; "" without one
+  RequestTrace trace;        // the client's trace context, or the one started here
   uint32_t prompt_tokens = 0;
+  double tokenize_s = 0;     // the router's own work on the prompt, for its span
+  double hash_s = 0;
   std::vector<uint64_t> hashes;
   Nanos start{0};
   Nanos deadline{0};
 };
+
+// A request is over: its access line, and its span when it is traced and sampled.
+void request_done(GatewayContext& g, const RoutedRequest& r, const RequestEnd& end) {
+  log_access(g, r.trace.trace_id, end);
+  if (g.spans && r.trace.sampled) g.spans->submit(router_span(r.trace, end));
+}
 
 enum class Pick { kOk, kQueueFull, kAtCapacity, kNone };
 
@@ -219,9 +205,10 @@ http::Response answer_here(GatewayContext& g, const RoutedRequest& r, http::Resp
                            std::string_view worker = {}) {
   resp.headers.push_back({"X-Request-Id", r.request_id});
   g.metrics.count_request(r.route, resp.status, worker, r.metric_model);
-  log_access(g, {.request_id = r.request_id, .trace_id = r.trace_id, .route = r.route,
-                 .model = r.model, .worker = worker, .status = resp.status,
-                 .prompt_tokens = r.prompt_tokens, .duration_s = to_seconds(g.clock.now() - r.start)});
+  request_done(g, r, {.request_id = r.request_id, .route = r.route, .model = r.model,
+                      .worker = worker, .status = resp.status, .prompt_tokens = r.prompt_tokens,
+                      .duration_s = to_seconds(g.clock.now() - r.start),
+                      .tokenize_s = r.tokenize_s, .hash_s = r.hash_s});
   return resp;
 }
 
@@ -322,6 +309,12 @@ class RequestOwner final : public proxy::Owner {
   void retrying(routing::Stage stage, const proxy::Worker& w, const Status& error) override {
     g_.metrics.retries.inc();
     ++retries_;
+    if (r_.trace.sampled) {
+      retry_events_.push_back({"retry", unix_ns_after(r_.trace, to_seconds(g_.clock.now() - r_.start)),
+                               {{"infera.worker", w.info->id},
+                                {"infera.stage", std::string(routing::stage_name(stage))},
+                                {"error.message", error.message()}}});
+    }
     INFERA_LOG(kWarn, "gateway")
         .msg("worker failed before the first byte; trying another")
         .kv("request_id", r_.request_id)
@@ -334,11 +327,14 @@ class RequestOwner final : public proxy::Owner {
     const double first_byte_s = relayed != nullptr && relayed->first_byte.count() != 0
                                     ? to_seconds(relayed->first_byte - r_.start)
                                     : -1;
-    log_access(g_, {.request_id = r_.request_id, .trace_id = r_.trace_id, .route = r_.route,
-                    .model = r_.model, .worker = w.info->id, .status = status,
-                    .prompt_tokens = r_.prompt_tokens, .hit_blocks = hit_blocks_,
-                    .retries = retries_, .ttft_s = first_byte_s,
-                    .duration_s = to_seconds(g_.clock.now() - r_.start)});
+    request_done(g_, r_, {.request_id = r_.request_id, .route = r_.route, .model = r_.model,
+                          .worker = w.info->id, .status = status, .prompt_tokens = r_.prompt_tokens,
+                          .hit_blocks = hit_blocks_,
+                          .request_blocks = static_cast<uint32_t>(r_.hashes.size()),
+                          .retries = retries_, .ttft_s = first_byte_s,
+                          .duration_s = to_seconds(g_.clock.now() - r_.start),
+                          .tokenize_s = r_.tokenize_s, .hash_s = r_.hash_s, .score_s = score_s_,
+                          .events = &retry_events_});
     if (relayed != nullptr && relayed->result == proxy::ForwardResult::kCompleted) {
       g_.metrics.observe_completed(r_.metric_model, to_seconds(relayed->first_byte - r_.start),
                                    to_seconds(g_.clock.now() - r_.start));
@@ -379,6 +375,8 @@ class RequestOwner final : public proxy::Owner {
   std::vector<const FleetMember*> picked_;
   uint32_t retries_ = 0;     // workers that failed before the first byte (the access line)
   uint32_t hit_blocks_ = 0;  // predicted hits on the (last) chosen prefill or aggregated worker
+  double score_s_ = 0;       // every routing decision's time (the span)
+  std::vector<trace::SpanEvent> retry_events_;  // sampled requests only
 };
 
 // One stage's routing decision in one attempt. With no candidate, the answer on a first attempt
@@ -397,7 +395,9 @@ net::awaitable<proxy::Picked> RequestOwner::pick(routing::Stage stage, uint32_t 
     }
     const Nanos t_score = g_.clock.now();
     auto routed = g_.router->route(r_.hashes, r_.prompt_tokens, candidates, stage);
-    g_.metrics.score.observe(to_seconds(g_.clock.now() - t_score));
+    const double score_s = to_seconds(g_.clock.now() - t_score);
+    g_.metrics.score.observe(score_s);
+    score_s_ += score_s;
     if (!routed.ok()) {
       out.answer = fail_response(g_, r_, routed.status(), {});
       co_return out;
@@ -448,13 +448,13 @@ struct EarlyAnswers {
       : g(gc),
         route(r),
         request_id(make_request_id(request.header("X-Request-Id"))),
-        trace_id(trace_id_of(request)),
+        trace(begin_trace(request, gc.spans != nullptr, gc.config.otlp_sample_ratio)),
         start(gc.clock.now()) {}
 
   GatewayContext& g;
   std::string_view route;
   const std::string request_id;
-  const std::string trace_id;
+  const RequestTrace trace;
   const Nanos start;
   std::string metric_model;  // set once the fleet is known to serve the request's model
 
@@ -468,7 +468,7 @@ struct EarlyAnswers {
     RoutedRequest r;
     r.route = std::string(route);
     r.request_id = request_id;
-    r.trace_id = trace_id;
+    r.trace = trace;
     r.model = std::move(model);
     r.metric_model = metric_model;
     r.start = start;
@@ -493,6 +493,8 @@ net::awaitable<http::Response> exchange_routed(GatewayContext& g, std::shared_pt
   spec.deadline = r.deadline;
   spec.clock = &g.clock;
   spec.request_id = r.request_id;
+  spec.traceparent = r.trace.traceparent;
+  spec.tracestate = r.trace.tracestate;
   RequestOwner owner(g, std::move(view), r);
   proxy::WriterDownstream downstream(out);
   co_return co_await proxy::exchange(request, downstream, *g.transport, owner, spec);
@@ -552,6 +554,8 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
 
   RoutedRequest r = early.routed(parsed->model);
   r.prompt_tokens = static_cast<uint32_t>(ids->size());
+  r.tokenize_s = to_seconds(tokenize_time);
+  r.hash_s = to_seconds(hash_time);
   r.hashes = std::move(hashes);
   const bool split = g.fleet->split(*view, r.model);
   co_return co_await exchange_routed(g, std::move(view), std::move(r), split, request, out);

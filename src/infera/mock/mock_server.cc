@@ -397,6 +397,13 @@ class Api {
 
   net::awaitable<http::Response> generate(ApiKind kind, http::Request& req,
                                           http::ResponseWriter& out) {
+    // What a router sent along (its request id and W3C trace context), for whoever debugs one.
+    INFERA_LOG(kDebug, "mock")
+        .msg("generate")
+        .kv("path", req.path())
+        .kv("request_id", req.header("X-Request-Id"))
+        .kv("traceparent", req.header("traceparent"))
+        .kv("tracestate", req.header("tracestate"));
     std::string param;
     Result<GenerateRequest> parsed = parse_generate_request(kind, req.body, &param);
     if (!parsed.ok()) co_return bad_request(parsed.status(), param);

@@ -142,5 +142,20 @@ TEST(UpstreamRequestTest, ForwardsEndToEndHeadersOnlyWithTheGatewaysRequestId) {
   EXPECT_FALSE(hop_by_hop("x-request-id"));  // end to end; replaced by upstream_request
 }
 
+TEST(UpstreamRequestTest, ATracingGatewaySendsItsOwnTraceContext) {
+  http::Request client;
+  client.headers = {{"Traceparent", "00-client-01"}, {"tracestate", "vendor=x"}, {"Accept", "*/*"}};
+  // Tracing: the router's context replaces the client's, tracestate as given.
+  http::Request up = upstream_request(client, "id", "{}", {"00-router-01", "vendor=x"});
+  std::vector<std::string> pairs;
+  for (const http::Header& h : up.headers) pairs.push_back(h.name + "=" + h.value);
+  EXPECT_EQ(pairs, (std::vector<std::string>{"Accept=*/*", "X-Request-Id=id",
+                                             "traceparent=00-router-01", "tracestate=vendor=x"}));
+  // A trace the router started: no tracestate.
+  up = upstream_request(client, "id", "{}", {"00-router-01", ""});
+  EXPECT_EQ(up.header("tracestate"), "");
+  EXPECT_EQ(up.header("traceparent"), "00-router-01");
+}
+
 }  // namespace
 }  // namespace infera::proxy

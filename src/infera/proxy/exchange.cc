@@ -22,6 +22,12 @@ struct Ctx {
   const ExchangeSpec& spec;
 };
 
+// A call's request: the client's, with the exchange's request id and trace context.
+http::Request outgoing(const Ctx& c, std::string body) {
+  return upstream_request(c.request, c.spec.request_id, std::move(body),
+                          {c.spec.traceparent, c.spec.tracestate});
+}
+
 // One attempt's result, for the loop.
 struct Try {
   enum Kind { kSettled, kRetry, kNoWorker };
@@ -137,7 +143,7 @@ net::awaitable<http::Response> serve_relayed(Ctx& c, Stage stage,
     fo.deadline = c.spec.deadline;
     fo.on_first_byte = [hold] { hold->prefill_done(); };
     http::Request up =
-        upstream_request(c.request, c.spec.request_id, body ? *body : c.request.body);
+        outgoing(c, body ? *body : c.request.body);
     ForwardOutcome o = co_await c.upstream.relay(*w.endpoint, std::move(up), c.out, std::move(fo));
     hold->call_ended();
     p.hold.reset();
@@ -172,7 +178,7 @@ net::awaitable<http::Response> serve_vllm(Ctx& c, Picked first) {
     Picked p = co_await prefill_pick(c, n, first, tried, PdProtocol::kVllm);
     if (!p.worker) co_return no_worker(p);
     const Worker w = *p.worker;
-    http::Request up = upstream_request(c.request, c.spec.request_id, prefill_request);
+    http::Request up = outgoing(c, prefill_request);
     auto answer = co_await c.upstream.fetch(*w.endpoint, std::move(up), c.spec.deadline);
     p.hold->call_ended();
     if (!answer.ok() &&
@@ -338,11 +344,11 @@ net::awaitable<PairResult> run_pair(Ctx& c, const Worker& prefill, Hold* prefill
     prefill_hold->prefill_done();
   };
   auto decode_op = sglang_decode(&c.upstream, decode.endpoint,
-                                 upstream_request(c.request, c.spec.request_id, body), &c.out,
+                                 outgoing(c, body), &c.out,
                                  std::move(fo), &pair);
   auto prefill_op =
       sglang_prefill(&c.upstream, prefill.endpoint,
-                     upstream_request(c.request, c.spec.request_id, body), c.spec.deadline,
+                     outgoing(c, body), c.spec.deadline,
                      &c.out, &pair);
   auto both = std::move(decode_op) && std::move(prefill_op);
   auto [outcome, check] = co_await std::move(both);

@@ -100,6 +100,9 @@ struct ExchangeSpec {
   Nanos deadline = Nanos::max();  // on `clock`
   const Clock* clock = nullptr;
   std::string request_id;  // sent upstream as X-Request-Id, and on passed-through answers
+  // The trace context every call carries (TraceHeaders); empty: the client's, unchanged.
+  std::string traceparent;
+  std::string tracestate;
 };
 
 // Serves `request` through `owner`'s workers (every argument outlives the call). Returns the

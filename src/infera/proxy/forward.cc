@@ -54,16 +54,23 @@ bool hop_by_hop(std::string_view name) {
 }
 
 http::Request upstream_request(const http::Request& client, std::string_view request_id,
-                               std::string body) {
+                               std::string body, TraceHeaders trace) {
   http::Request up;
   up.method = client.method;
   up.target = client.target;
   up.body = std::move(body);
-  up.headers.reserve(client.headers.size() + 1);
+  up.headers.reserve(client.headers.size() + 3);
+  const bool traced = !trace.traceparent.empty();
   for (const http::Header& h : client.headers) {
-    if (!hop_by_hop(h.name) && !http::iequals(h.name, "x-request-id")) up.headers.push_back(h);
+    if (hop_by_hop(h.name) || http::iequals(h.name, "x-request-id")) continue;
+    if (traced && (http::iequals(h.name, "traceparent") || http::iequals(h.name, "tracestate"))) continue;
+    up.headers.push_back(h);
   }
   up.headers.push_back({"X-Request-Id", std::string(request_id)});
+  if (traced) {
+    up.headers.push_back({"traceparent", std::string(trace.traceparent)});
+    if (!trace.tracestate.empty()) up.headers.push_back({"tracestate", std::string(trace.tracestate)});
+  }
   return up;
 }
 

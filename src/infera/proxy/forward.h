@@ -62,11 +62,20 @@ class WriterDownstream final : public Downstream {
 // the client sets for the worker, and Content-Length, which follows the body sent.
 bool hop_by_hop(std::string_view name);
 
+// The W3C trace context a worker gets when the gateway traces: `traceparent` names the
+// router's span as the worker's parent and replaces the client's (with the client's
+// `tracestate` when the client's trace continues; without one for a trace the router started).
+// Empty: the client's trace headers pass unchanged.
+struct TraceHeaders {
+  std::string_view traceparent;
+  std::string_view tracestate;
+};
+
 // The request sent to a worker: the client's method, target and end-to-end headers, the
-// gateway's request id (replacing the client's X-Request-Id), and `body` (the client's own, or a
-// stage's rewrite of it).
+// gateway's request id (replacing the client's X-Request-Id), the trace context, and `body` (the
+// client's own, or a stage's rewrite of it).
 http::Request upstream_request(const http::Request& client, std::string_view request_id,
-                               std::string body);
+                               std::string body, TraceHeaders trace = {});
 
 // The client's own deadlines bound each wait (connect, first byte, silence inside a stream:
 // http::ClientOptions); `deadline` bounds the whole exchange: every socket wait is armed for

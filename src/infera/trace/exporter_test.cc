@@ -4,76 +4,15 @@
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
-
-#include "infera/http/net.h"
-#include "infera/http/server.h"
 #include "infera/http/test_support.h"
+#include "infera/trace/test_collector.h"
 
 namespace infera::trace {
 namespace {
 
-namespace json = boost::json;
 using http::testing::wait_until;
 using std::chrono::milliseconds;
-
-// Receives export requests; answers `status`, or holds the answer until release() when `hold`.
-class Collector {
- public:
-  explicit Collector(int status = 200, bool hold = false) : status_(status), hold_(hold) {
-    http::Routes routes;
-    routes.add(http::Method::kPost, "/v1/traces",
-               [this](http::Request& r, http::ResponseWriter&) -> net::awaitable<http::Response> {
-                 record(r);
-                 if (hold_) {
-                   net::steady_timer t(co_await net::this_coro::executor);
-                   t.expires_after(std::chrono::seconds(30));
-                   co_await t.async_wait(use_nothrow);  // cancelled when the exporter leaves
-                 }
-                 co_return http::Response::json(status_, "{}");
-               });
-    server_ = std::move(http::Server::start(loop_, {}, std::move(routes)).value());
-  }
-  ~Collector() { server_->shutdown(milliseconds(0)); }
-
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(server_->port()); }
-  // Waits until `n` spans have arrived (at most 10 s); the spans seen.
-  size_t wait_for_spans(size_t n) {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return spans_ >= n; });
-    return spans_;
-  }
-  size_t requests() {
-    std::lock_guard lock(mu_);
-    return requests_;
-  }
-  std::string last_content_type() {
-    std::lock_guard lock(mu_);
-    return content_type_;
-  }
-
- private:
-  void record(const http::Request& r) {
-    const json::value doc = json::parse(r.body);
-    const size_t n = doc.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans").as_array().size();
-    std::lock_guard lock(mu_);
-    spans_ += n;
-    ++requests_;
-    content_type_ = std::string(r.header("Content-Type"));
-    cv_.notify_all();
-  }
-
-  const int status_;
-  const bool hold_;
-  http::EventLoop loop_{1};
-  std::unique_ptr<http::Server> server_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  size_t spans_ = 0;
-  size_t requests_ = 0;
-  std::string content_type_;
-};
+using trace::testing::Collector;
 
 Span span_named(std::string name) {
   Span s;
