@@ -1,9 +1,10 @@
-// Distributed tracing end to end (docs/observability.md, "Traces"): the real `infera server` in
+// Distributed tracing end to end (docs/metrics.md, "Traces"): the real `infera server` in
 // front of a real `infera engine mock`, exporting to an OTLP/HTTP collector run by the test.
 //   - The OpenTelemetry SDK for Node (npm @opentelemetry/sdk-trace-node) as the client: its span
 //     is the router span's parent, and the router span is the parent the worker's call carries.
 //   - A malformed traceparent starts a new trace; a caller's unsampled trace records nothing.
 //   - A collector that is down costs no request: the spans are dropped and counted.
+//   - What the worker generated, counted off the relayed bytes (tokens, inter-token gaps).
 #include "tests/e2e/e2e_support.h"
 
 #include "infera/trace/test_collector.h"
@@ -110,6 +111,13 @@ TEST(TracingE2eTest, TheRouterSpanSitsBetweenTheClientsSpanAndTheWorkersCall) {
   EXPECT_EQ(off.substr(0, 36), "00-" + unsampled + "-");
   EXPECT_EQ(off.substr(53), "00");
   EXPECT_NE(off.substr(36, 16), "00f067aa0ba902b7");  // the router's span id, not the caller's
+
+  // 4. What the workers generated: the stream's 3 output events (no usage chunk asked for),
+  // then 2 tokens by usage for each of the 3 whole completions; 2 gaps in the one stream.
+  const std::string metrics = get(s, "/metrics").body;
+  EXPECT_EQ(metric_sum(metrics, "infera_generation_tokens_total"), 3 + 3 * 2) << metrics;
+  EXPECT_EQ(metric_sum(metrics, "infera_inter_token_latency_seconds_count"), 2) << metrics;
+  EXPECT_EQ(attribute(router, "gen_ai.usage.output_tokens"), "3");
 }
 
 TEST(TracingE2eTest, ACollectorThatIsDownCostsNoRequest) {

@@ -59,6 +59,10 @@ struct GatewayMetrics {
                      std::string_view model);
   // A completed request's TTFT and duration as the router saw them, by model (as above).
   void observe_completed(std::string_view model, double ttft_s, double duration_s);
+  // Tokens a worker generated for a relayed answer (its usage, or its output events), by model.
+  void count_generated(std::string_view model, uint64_t tokens);
+  // The inter-token latency histogram of `model` (a registry lookup: once per request).
+  metrics::Histogram& inter_token_latency(std::string_view model);
   // calls of disaggregated requests by stage ("prefill", "decode"), worker and status.
   void count_disagg(std::string_view stage, std::string_view worker, int status);
 };

@@ -72,6 +72,22 @@ void GatewayMetrics::observe_completed(std::string_view model, double ttft_s, do
       .observe(duration_s);
 }
 
+void GatewayMetrics::count_generated(std::string_view model, uint64_t tokens) {
+  registry
+      .counter("infera_generation_tokens_total",
+               "Tokens generated for relayed answers, by model: the usage's completion_tokens "
+               "when the worker reports it, else the streamed output events.",
+               {{"model", std::string(model)}})
+      .inc(static_cast<double>(tokens));
+}
+
+metrics::Histogram& GatewayMetrics::inter_token_latency(std::string_view model) {
+  return registry.histogram("infera_inter_token_latency_seconds",
+                            "Gaps between a stream's output events as relayed to the client, by "
+                            "model (events that arrive together share their gap).",
+                            metrics::latency_buckets_seconds(), {{"model", std::string(model)}});
+}
+
 void GatewayMetrics::count_disagg(std::string_view stage, std::string_view worker, int status) {
   registry
       .counter("infera_disagg_requests_total",

@@ -48,7 +48,8 @@ void log_access(const GatewayContext& g, std::string_view trace_id, const Reques
   line.msg("request").kv("request_id", a.request_id).kv("trace_id", trace_id).kv("model", a.model)
       .kv("route", a.route).kv("worker", a.worker).kv("status", a.status)
       .kv("prompt_tokens", a.prompt_tokens).kv("hit_blocks", a.hit_blocks)
-      .kv("retries", a.retries).kv("duration_s", a.duration_s);
+      .kv("output_tokens", a.output_tokens).kv("retries", a.retries)
+      .kv("duration_s", a.duration_s);
   if (a.ttft_s >= 0) line.kv("ttft_s", a.ttft_s);
 }
 
@@ -289,8 +290,10 @@ class RouteHold final : public proxy::Hold {
 // The gateway's side of one request's exchange: routing and accounting.
 class RequestOwner final : public proxy::Owner {
  public:
-  RequestOwner(GatewayContext& g, std::shared_ptr<const FleetView> view, const RoutedRequest& r)
-      : g_(g), view_(std::move(view)), r_(r) {}
+  // `meter`: what the relayed answer generated, measured as it is relayed.
+  RequestOwner(GatewayContext& g, std::shared_ptr<const FleetView> view, const RoutedRequest& r,
+               const proxy::TokenMeter& meter)
+      : g_(g), view_(std::move(view)), r_(r), meter_(meter) {}
 
   net::awaitable<proxy::Picked> pick(routing::Stage stage, uint32_t attempt,
                                      std::vector<kv::WorkerId> tried,
@@ -327,11 +330,13 @@ class RequestOwner final : public proxy::Owner {
     const double first_byte_s = relayed != nullptr && relayed->first_byte.count() != 0
                                     ? to_seconds(relayed->first_byte - r_.start)
                                     : -1;
+    const uint64_t generated = relayed != nullptr ? meter_.generated() : 0;
+    if (generated > 0) g_.metrics.count_generated(r_.metric_model, generated);
     request_done(g_, r_, {.request_id = r_.request_id, .route = r_.route, .model = r_.model,
                           .worker = w.info->id, .status = status, .prompt_tokens = r_.prompt_tokens,
                           .hit_blocks = hit_blocks_,
                           .request_blocks = static_cast<uint32_t>(r_.hashes.size()),
-                          .retries = retries_, .ttft_s = first_byte_s,
+                          .retries = retries_, .output_tokens = generated, .ttft_s = first_byte_s,
                           .duration_s = to_seconds(g_.clock.now() - r_.start),
                           .tokenize_s = r_.tokenize_s, .hash_s = r_.hash_s, .score_s = score_s_,
                           .events = &retry_events_});
@@ -372,6 +377,7 @@ class RequestOwner final : public proxy::Owner {
   GatewayContext& g_;
   std::shared_ptr<const FleetView> view_;  // the members' storage, for the whole exchange
   const RoutedRequest& r_;
+  const proxy::TokenMeter& meter_;
   std::vector<const FleetMember*> picked_;
   uint32_t retries_ = 0;     // workers that failed before the first byte (the access line)
   uint32_t hit_blocks_ = 0;  // predicted hits on the (last) chosen prefill or aggregated worker
@@ -495,7 +501,14 @@ net::awaitable<http::Response> exchange_routed(GatewayContext& g, std::shared_pt
   spec.request_id = r.request_id;
   spec.traceparent = r.trace.traceparent;
   spec.tracestate = r.trace.tracestate;
-  RequestOwner owner(g, std::move(view), r);
+  // The stream's gaps go to the model's histogram, looked up at the first one.
+  metrics::Histogram* itl = nullptr;
+  proxy::TokenMeter meter([&g, &r, &itl](double gap_s) {
+    if (itl == nullptr) itl = &g.metrics.inter_token_latency(r.metric_model);
+    itl->observe(gap_s);
+  });
+  spec.meter = &meter;
+  RequestOwner owner(g, std::move(view), r, meter);
   proxy::WriterDownstream downstream(out);
   co_return co_await proxy::exchange(request, downstream, *g.transport, owner, spec);
 }

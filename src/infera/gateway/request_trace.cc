@@ -61,6 +61,9 @@ trace::Span router_span(const RequestTrace& t, const RequestEnd& e) {
   a.push_back({"http.response.status_code", int64_t{e.status}});
   if (!e.model.empty()) a.push_back({"gen_ai.request.model", std::string(e.model)});
   a.push_back({"gen_ai.usage.input_tokens", int64_t{e.prompt_tokens}});
+  if (e.output_tokens > 0) {
+    a.push_back({"gen_ai.usage.output_tokens", static_cast<int64_t>(e.output_tokens)});
+  }
   a.push_back({"infera.request_id", std::string(e.request_id)});
   if (!e.worker.empty()) a.push_back({"infera.worker", std::string(e.worker)});
   a.push_back({"infera.request_blocks", int64_t{e.request_blocks}});

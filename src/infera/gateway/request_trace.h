@@ -1,4 +1,4 @@
-// One request's place in a distributed trace (docs/observability.md, "Traces"): the W3C context
+// One request's place in a distributed trace (docs/metrics.md, "Traces"): the W3C context
 // it continues (the client's traceparent) or the trace the router starts, the router's span id,
 // which the worker's call carries as its parent, and the span recorded when the request ends.
 // With no collector (--otlp-traces-endpoint unset) nothing is recorded and the client's trace
@@ -38,6 +38,7 @@ struct RequestEnd {
   uint32_t hit_blocks = 0;  // predicted on the chosen worker (cache and predicted-on-route)
   uint32_t request_blocks = 0;
   uint32_t retries = 0;
+  uint64_t output_tokens = 0;  // generated, as the relayed answer reports or streams them
   double ttft_s = -1;  // -1: no first byte relayed
   double duration_s = 0;
   double tokenize_s = 0, hash_s = 0, score_s = 0;  // the router's own work

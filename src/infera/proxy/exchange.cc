@@ -141,6 +141,7 @@ net::awaitable<http::Response> serve_relayed(Ctx& c, Stage stage,
     Hold* hold = p.hold.get();
     ForwardOptions fo;
     fo.deadline = c.spec.deadline;
+    fo.meter = c.spec.meter;
     fo.on_first_byte = [hold] { hold->prefill_done(); };
     http::Request up =
         outgoing(c, body ? *body : c.request.body);
@@ -334,6 +335,7 @@ net::awaitable<PairResult> run_pair(Ctx& c, const Worker& prefill, Hold* prefill
   PairCalls pair(co_await net::this_coro::executor);
   ForwardOptions fo;
   fo.deadline = c.spec.deadline;
+  fo.meter = c.spec.meter;
   // The prefill call stops the decode call only while the client has seen nothing; the decode
   // call must then not start the client's response either (it may have its first piece in hand
   // already): a retried pair would write a second response head.

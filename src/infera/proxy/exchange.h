@@ -103,6 +103,8 @@ struct ExchangeSpec {
   // The trace context every call carries (TraceHeaders); empty: the client's, unchanged.
   std::string traceparent;
   std::string tracestate;
+  // Fed the relayed answer's bytes (what the worker generated); null: not measured.
+  TokenMeter* meter = nullptr;
 };
 
 // Serves `request` through `owner`'s workers (every argument outlives the call). Returns the

@@ -150,6 +150,7 @@ net::awaitable<ForwardOutcome> relay_response(OpenedResponse& up, Downstream& ou
   if (options.on_first_byte) options.on_first_byte();
   const std::string content_type(up.header("Content-Type"));
   const bool sse = is_event_stream(content_type);
+  if (options.meter != nullptr) options.meter->start(sse);
   http::Headers headers;
   if (!content_type.empty()) headers.push_back({"Content-Type", content_type});
   if (sse) headers.push_back({"Cache-Control", "no-cache"});
@@ -168,6 +169,7 @@ net::awaitable<ForwardOutcome> relay_response(OpenedResponse& up, Downstream& ou
       co_return o;
     }
     o.body_bytes += piece->size();
+    if (options.meter != nullptr) options.meter->feed(*piece, clock.now());
     // The worker's last piece and the end of the body go to the client in one write.
     const bool last = up.done();
     wrote = co_await out.write(*piece, last);

@@ -26,6 +26,7 @@
 #include "infera/common/status.h"
 #include "infera/http/client.h"
 #include "infera/http/server.h"
+#include "infera/proxy/token_meter.h"
 
 namespace infera::proxy {
 
@@ -92,6 +93,8 @@ struct ForwardOptions {
   // a stream, the worker has computed the prompt (its first token is on the way), which the
   // router's load model counts as the end of the request's prefill.
   std::function<void()> on_first_byte;
+  // Fed every body piece as it is relayed (generated tokens, inter-token gaps); may be null.
+  TokenMeter* meter = nullptr;
 };
 
 enum class ForwardResult { kCompleted, kRetryable, kBrokenStream, kClientGone };
