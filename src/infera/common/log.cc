@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <mutex>
 
 #include "infera/common/json_string.h"
 
@@ -41,7 +42,35 @@ void append_timestamp(std::string& out) {
   out.append(buf, static_cast<size_t>(n));
 }
 
+void write_all(std::string_view bytes) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    const ssize_t n = ::write(STDERR_FILENO, bytes.data() + off, bytes.size() - off);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+}
+
+constexpr size_t kLogBufferBytes = size_t{32} * 1024;
+
+struct LogBuffer {
+  std::mutex mu;
+  std::string bytes;  // whole lines; guarded by mu
+};
+
+LogBuffer& log_buffer() {
+  static LogBuffer* const buffer = new LogBuffer;  // never destroyed: loggers may outlive main
+  return *buffer;
+}
+
 }  // namespace
+
+void flush_log_buffer() {
+  LogBuffer& b = log_buffer();
+  std::lock_guard lock(b.mu);
+  write_all(b.bytes);
+  b.bytes.clear();
+}
 
 void set_log_level(LogLevel level) { g_level.store(level, std::memory_order_relaxed); }
 LogLevel log_level() { return g_level.load(std::memory_order_relaxed); }
@@ -123,13 +152,18 @@ LogLine::LogLine(LogLevel level, std::string_view component) : json_(log_format(
 LogLine::~LogLine() {
   if (json_) line_ += '}';
   line_ += '\n';
-  // One write per line so concurrent loggers never interleave within a line.
-  size_t off = 0;
-  while (off < line_.size()) {
-    const ssize_t n = ::write(STDERR_FILENO, line_.data() + off, line_.size() - off);
-    if (n <= 0) break;
-    off += static_cast<size_t>(n);
+  if (buffered_) {
+    LogBuffer& b = log_buffer();
+    std::lock_guard lock(b.mu);
+    b.bytes += line_;
+    if (b.bytes.size() >= kLogBufferBytes) {
+      write_all(b.bytes);  // under the lock: buffered lines keep their order
+      b.bytes.clear();
+    }
+    return;
   }
+  // One write per line so concurrent loggers never interleave within a line.
+  write_all(line_);
 }
 
 LogLine& LogLine::msg(std::string_view text) {

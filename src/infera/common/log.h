@@ -4,6 +4,11 @@
 // and the fields; numbers and booleans as JSON values}). Any thread may log; a line is written
 // with one write() so lines never interleave. The level and format are process-wide
 // configuration (--log-level, --log-format), set at startup (the level again on reload).
+// A line marked buffered() (the per-request access line) instead waits in a process-wide
+// buffer that goes out in one write() when it holds 32 KiB or when flush_log_buffer() is called
+// (the server does every second and at shutdown), as nginx's `access_log ... buffer=`: one
+// system call per few hundred requests. Such lines may appear after later unbuffered ones, and
+// a crash loses what is buffered (at most a second's worth).
 //
 //   INFERA_LOG(kWarn, "events").msg("sequence gap").kv("worker", id).kv("expected", seq);
 #pragma once
@@ -29,6 +34,9 @@ void set_log_format(LogFormat format);
 LogFormat log_format();
 Result<LogFormat> parse_log_format(std::string_view name);  // logfmt|json
 
+// Writes the buffered lines now. Any thread.
+void flush_log_buffer();
+
 class LogLine {
  public:
   LogLine(LogLevel level, std::string_view component);
@@ -37,6 +45,11 @@ class LogLine {
   LogLine& operator=(const LogLine&) = delete;
 
   LogLine& msg(std::string_view text);
+  // The line goes through the buffer (see above) instead of its own write().
+  LogLine& buffered() {
+    buffered_ = true;
+    return *this;
+  }
   LogLine& kv(std::string_view key, std::string_view value);
   LogLine& kv(std::string_view key, const char* value) { return kv(key, std::string_view(value)); }
   LogLine& kv(std::string_view key, const std::string& value) {
@@ -57,6 +70,7 @@ class LogLine {
   // A field whose value is a JSON literal (a number, true, false): unquoted in both formats.
   LogLine& raw(std::string_view key, std::string_view literal);
   bool json_;
+  bool buffered_ = false;
   std::string line_;
 };
 

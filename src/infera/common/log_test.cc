@@ -63,6 +63,26 @@ TEST(LogTest, LogfmtLinesKeepTheirShape) {
   EXPECT_NE(line.find(" INFO gateway served status=200 ok=false\n"), std::string::npos) << line;
 }
 
+TEST(LogTest, BufferedLinesWaitForTheFlushOrAFullBuffer) {
+  const std::string held = captured_stderr([] {
+    INFERA_LOG(kInfo, "access").buffered().msg("request").kv("n", 1);
+    INFERA_LOG(kInfo, "gateway").msg("unbuffered");
+  });
+  EXPECT_EQ(held.find("access"), std::string::npos) << held;
+  EXPECT_NE(held.find("unbuffered"), std::string::npos) << held;
+  const std::string flushed = captured_stderr([] { flush_log_buffer(); });
+  EXPECT_NE(flushed.find(" INFO access request n=1\n"), std::string::npos) << flushed;
+  // Past 32 KiB the appending line writes the buffer itself, every line whole and in order.
+  const std::string full = captured_stderr([] {
+    for (int i = 0; i < 1000; ++i) INFERA_LOG(kInfo, "access").buffered().msg("request").kv("i", i);
+  });
+  ASSERT_GE(full.size(), size_t{32} * 1024);
+  EXPECT_EQ(full.back(), '\n');
+  EXPECT_NE(full.find(" i=0\n"), std::string::npos);
+  EXPECT_LT(full.find(" i=0\n"), full.find(" i=1\n"));
+  flush_log_buffer();
+}
+
 TEST(LogTest, ParsesFormats) {
   EXPECT_EQ(*parse_log_format("json"), LogFormat::kJson);
   EXPECT_EQ(*parse_log_format("logfmt"), LogFormat::kLogfmt);

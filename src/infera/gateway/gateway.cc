@@ -339,6 +339,7 @@ void run_maintenance(Gateway::Impl& i) {
   std::unique_lock lock(i.mu);
   while (!i.cv.wait_for(lock, std::chrono::seconds(1), [&i] { return i.shut; })) {
     lock.unlock();
+    flush_log_buffer();  // the access lines of the last second
     i.g->fleet->maintain();
     if (i.g->replicas.bus) i.g->replicas.bus->tick();
     // After a burst (thousands of connections' buffers at once) glibc keeps the freed heap:
@@ -503,6 +504,7 @@ void Gateway::shutdown(std::chrono::milliseconds grace) {
   if (i.g->loop) i.g->loop->stop();
   // The last requests' spans: sent within a bounded wait, never holding the exit up for long.
   if (i.g->spans) i.g->spans->shutdown(std::chrono::seconds(2));
+  flush_log_buffer();
   i.g->fleet.reset();  // stops the subscribers
 }
 

@@ -45,7 +45,7 @@ std::string make_request_id(std::string_view given) {
 void log_access(const GatewayContext& g, std::string_view trace_id, const RequestEnd& a) {
   if (!g.config.access_log || !log_enabled(LogLevel::kInfo)) return;
   LogLine line(LogLevel::kInfo, "access");
-  line.msg("request").kv("request_id", a.request_id).kv("trace_id", trace_id).kv("model", a.model)
+  line.buffered().msg("request").kv("request_id", a.request_id).kv("trace_id", trace_id).kv("model", a.model)
       .kv("route", a.route).kv("worker", a.worker).kv("status", a.status)
       .kv("prompt_tokens", a.prompt_tokens).kv("hit_blocks", a.hit_blocks)
       .kv("output_tokens", a.output_tokens).kv("retries", a.retries)

@@ -18,7 +18,7 @@ namespace infera::trace {
 enum class SpanKind { kInternal = 1, kServer = 2, kClient = 3 };
 
 struct Attribute {
-  std::string key;
+  std::string_view key;  // a string literal: attribute names are the code's, never input
   std::variant<std::string, int64_t, double, bool> value;
 };
 

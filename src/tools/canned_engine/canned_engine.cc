@@ -4,7 +4,8 @@
 // write, as an engine emits tokens), so the engine side of a run costs
 // almost nothing. Not an engine: no tokenizer, no KV cache, no events (`infera engine mock` is
 // the simulated engine). It reports the model `canned` on /v1/models and block size 16 on
-// /metrics, as the gateway's probe expects.
+// /metrics, as the gateway's probe expects. It also takes OTLP/HTTP trace exports (POST
+// /v1/traces, answered 200 unread), so a second one is the collector of the tracing benchmark.
 //
 // Usage: canned_engine PORT [IO_THREADS]   (PORT 0: any free port, printed on stdout)
 #include <algorithm>
@@ -85,6 +86,9 @@ int main(int argc, char** argv) {
   });
   routes.add(Method::kGet, "/metrics", [](Request&, ResponseWriter&) -> net::awaitable<Response> {
     co_return Response::text(200, "vllm:cache_config_info{block_size=\"16\"} 1\n");
+  });
+  routes.add(Method::kPost, "/v1/traces", [](Request&, ResponseWriter&) -> net::awaitable<Response> {
+    co_return Response::json(200, "{}");
   });
   routes.add(Method::kGet, "/health", [](Request&, ResponseWriter&) -> net::awaitable<Response> {
     co_return Response::text(200, "ok");
