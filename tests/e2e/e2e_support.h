@@ -53,7 +53,7 @@ inline std::string read_text(const fs::path& path) {
 // Processes
 
 // A command line to run as an InferaProcess: the argv, variables added to the environment, and
-// the words before "http://HOST:PORT" on the line that says it is up.
+// the words before "http(s)://HOST:PORT" on the line that says it is up.
 struct Command {
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;
@@ -84,7 +84,7 @@ class InferaProcess {
       return;
     }
     process_ = std::move(*p);
-    const std::regex ready(command.ready + R"( http://([0-9.]+):(\d+))");
+    const std::regex ready(command.ready + R"( (https?)://([0-9.]+):(\d+))");
     static const std::regex kEvents(R"(kv events on (\S+), replay (\S+),)");
     std::smatch m;
     std::string out;
@@ -98,8 +98,9 @@ class InferaProcess {
       ADD_FAILURE() << name << " did not start:\n" << log();
       return;
     }
-    id_ = m[1].str() + ":" + m[2].str();
-    port_ = static_cast<uint16_t>(std::stoi(m[2].str()));
+    scheme_ = m[1].str();
+    id_ = m[2].str() + ":" + m[3].str();
+    port_ = static_cast<uint16_t>(std::stoi(m[3].str()));
     if (std::regex_search(out, m, kEvents)) {
       kv_endpoint_ = m[1].str();
       replay_endpoint_ = m[2].str();
@@ -115,7 +116,7 @@ class InferaProcess {
   bool ready() const { return port_ != 0; }
   uint16_t port() const { return port_; }
   const std::string& id() const { return id_; }  // host:port, the server's worker id
-  std::string url() const { return "http://" + id_; }
+  std::string url() const { return scheme_ + "://" + id_; }  // https with --ssl-certfile
   const std::string& kv_endpoint() const { return kv_endpoint_; }
   const std::string& replay_endpoint() const { return replay_endpoint_; }
   // The static-discovery flag value for this engine: URL,kv=...,replay=...,topic=...
@@ -135,6 +136,7 @@ class InferaProcess {
 
   fs::path dir_;
   Subprocess process_;
+  std::string scheme_ = "http";
   std::string id_;
   uint16_t port_ = 0;
   std::string kv_endpoint_;

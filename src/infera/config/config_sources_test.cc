@@ -651,6 +651,26 @@ TEST(ServerConfigSourcesTest, AllowedOriginsAreSplitAndChecked) {
   }
 }
 
+TEST(ServerConfigSourcesTest, TlsCertificateAndKeyGoTogether) {
+  auto both = parse_server({"--worker", "https://a:1", "--ssl-certfile", "/tls/crt",
+                            "--ssl-keyfile", "/tls/key", "--upstream-ca-file", "/tls/ca"});
+  ASSERT_TRUE(both.ok()) << both.status().to_string();
+  EXPECT_EQ(both->ssl_certfile, "/tls/crt");
+  EXPECT_EQ(both->ssl_keyfile, "/tls/key");
+  EXPECT_EQ(both->upstream_ca_file, "/tls/ca");
+  for (const char* alone : {"--ssl-certfile", "--ssl-keyfile"}) {
+    auto r = parse_server({"--worker", "http://a:1", alone, "/tls/x"});
+    ASSERT_FALSE(r.ok()) << alone;
+    EXPECT_TRUE(contains(r.status().message(), "--ssl-certfile and --ssl-keyfile go together"))
+        << r.status().message();
+  }
+  // From the environment, as every flag.
+  auto e = parse_server({"--worker", "http://a:1"},
+                        env({"INFERA_SSL_CERTFILE=/tls/crt", "INFERA_SSL_KEYFILE=/tls/key"}));
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  EXPECT_EQ(e->ssl_keyfile, "/tls/key");
+}
+
 // A Service named `infera` gives every pod INFERA_PORT=tcp://...: that is not --port.
 TEST(ServerConfigSourcesTest, KubernetesServiceLinksAreNotPortSettings) {
   auto linked = parse_server({"--worker", "http://a:1"},

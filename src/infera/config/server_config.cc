@@ -70,6 +70,11 @@ Status validate(const ServerConfig& c) {
     return invalid_argument("--admin-host needs --admin-port");
   }
   if (c.admin_port > 65535) return invalid_argument("--admin-port must be 0..65535");
+  if (c.ssl_certfile.empty() != c.ssl_keyfile.empty()) {
+    return invalid_argument(
+        "--ssl-certfile and --ssl-keyfile go together: TLS on the listener needs the certificate "
+        "chain and its private key");
+  }
   if (c.admin_host.empty() && c.admin_port >= 0) {
     return invalid_argument("--admin-port needs --admin-host");
   }
@@ -223,8 +228,33 @@ void add_access_flags(FlagSet& f, ServerConfig& c) {
         "read --admin-token from PATH, trailing newline trimmed, re-read on reload (env "
         "INFERA_ADMIN_TOKEN_FILE; flags > env > --config file); not with --admin-token",
         "PATH");
+  f.add("--ssl-certfile", &c.ssl_certfile,
+        "serve HTTPS: the listeners' certificate chain, PEM (with --ssl-keyfile)", "PATH");
+  f.add("--ssl-keyfile", &c.ssl_keyfile, "the private key of --ssl-certfile, PEM", "PATH");
+  f.add("--upstream-ca-file", &c.upstream_ca_file,
+        "CA certificates (PEM bundle) that https:// workers' certificates must chain to "
+        "(default: the system's CA store)",
+        "PATH");
   f.add("--admin-host", &c.admin_host, "serve admin and metrics on a separate listener", "HOST");
   f.add("--admin-port", &c.admin_port, "port of the separate admin listener (0: any free port, logged)", "PORT");
+}
+
+// What the server tells about itself: logs, access lines, traces.
+void add_observability_flags(FlagSet& f, ServerConfig& c, ChoiceWords& words) {
+  f.add("--log-level", &words.log_level, "debug, info (default), warn or error", "LEVEL");
+  f.add("--log-format", &words.log_format,
+        "logfmt (default: key=value) or json (one object a line, for log pipelines)", "FORMAT");
+  f.add("--access-log", &c.access_log,
+        "one info line per request: id, trace, model, route, worker, status, tokens, hits, TTFT, "
+        "duration, retries (default on; --access-log=false turns it off)");
+  f.add("--otlp-traces-endpoint", &c.otlp_traces_endpoint,
+        "send a span per request to this OpenTelemetry collector over OTLP/HTTP JSON, "
+        "http://HOST:PORT[/PATH] (PATH default /v1/traces); the worker's spans become its children",
+        "URL");
+  f.add("--otlp-sample-ratio", &c.otlp_sample_ratio,
+        "share of the traces the router starts that are recorded, 0..1 (default 1); a client's "
+        "traceparent decides for its own trace",
+        "RATIO");
 }
 
 void add_nats_flags(FlagSet& f, ServerConfig& c) {
@@ -387,20 +417,7 @@ Result<ServerConfig> parse_server_flags(std::span<const std::string> args, bool*
         "listener closes (default 0; a second SIGTERM or SIGINT ends it early)",
         "SECONDS");
   add_access_flags(f, c);
-  f.add("--log-level", &words.log_level, "debug, info (default), warn or error", "LEVEL");
-  f.add("--log-format", &words.log_format,
-        "logfmt (default: key=value) or json (one object a line, for log pipelines)", "FORMAT");
-  f.add("--access-log", &c.access_log,
-        "one info line per request: id, trace, model, route, worker, status, tokens, hits, TTFT, "
-        "duration, retries (default on; --access-log=false turns it off)");
-  f.add("--otlp-traces-endpoint", &c.otlp_traces_endpoint,
-        "send a span per request to this OpenTelemetry collector over OTLP/HTTP JSON, "
-        "http://HOST:PORT[/PATH] (PATH default /v1/traces); the worker's spans become its children",
-        "URL");
-  f.add("--otlp-sample-ratio", &c.otlp_sample_ratio,
-        "share of the traces the router starts that are recorded, 0..1 (default 1); a client's "
-        "traceparent decides for its own trace",
-        "RATIO");
+  add_observability_flags(f, c, words);
   f.enable_config_sources(sources);
   INFERA_RETURN_IF_ERROR(f.parse(args));
   *help_requested = f.help_requested();

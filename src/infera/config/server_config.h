@@ -98,6 +98,12 @@ struct ServerConfig {
   bool strip_authorization = false;   // --strip-authorization: the client's header stays here
   // CORS on the main listener: "*" or exact origins (scheme://host[:port]); empty: none.
   std::vector<std::string> allowed_origins;
+  // TLS. The listeners' certificate chain and its key (PEM files, both or neither; vLLM's flag
+  // names): with them the main and admin listeners speak HTTPS only. https:// workers are
+  // verified against upstream_ca_file (a PEM bundle) when set, else the system's CA store.
+  std::string ssl_certfile;
+  std::string ssl_keyfile;
+  std::string upstream_ca_file;
   // Admin API
   std::string admin_token;  // bearer token for /v1/admin/* and /metrics when set
   std::string admin_token_file;  // --admin-token-file: admin_token's source; a reload re-reads it

@@ -45,8 +45,11 @@ Result<std::string> worker_id_from_url(std::string_view url) {
   std::string_view rest = url;
   if (rest.rfind("http://", 0) == 0) {
     rest.remove_prefix(7);
+  } else if (rest.rfind("https://", 0) == 0) {
+    rest.remove_prefix(8);  // TLS to the worker (http::Endpoint::tls); the id is host:port still
   } else {
-    return invalid_argument("worker URL '" + std::string(url) + "' must start with http://");
+    return invalid_argument("worker URL '" + std::string(url) +
+                            "' must start with http:// or https://");
   }
   while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (rest.find('/') != std::string_view::npos) {

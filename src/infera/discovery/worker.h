@@ -27,7 +27,7 @@ Result<PdProtocol> parse_pd_protocol(std::string_view text);
 
 struct WorkerInfo {
   std::string id;   // host:port of the URL: the worker id of the admin API
-  std::string url;  // http://host:port (no trailing slash)
+  std::string url;  // http://host:port or https://host:port (TLS), no trailing slash
   Role role = Role::kBoth;
   std::string kv_endpoint;      // ZMQ PUB endpoint of its KV events; empty: load-only worker
   std::string replay_endpoint;  // ZMQ ROUTER replay endpoint; empty: gaps cannot be repaired
@@ -59,7 +59,7 @@ std::string worker_record_json(const WorkerInfo& worker);
 Result<WorkerInfo> parse_worker_record(std::string_view json);
 // `<prefix><role>/<host:port>`, e.g. infera/workers/both/127.0.0.1:30000.
 std::string worker_key(std::string_view prefix, const WorkerInfo& worker);
-// "http://host:port[/]" -> "host:port", validating scheme, host and port.
+// "http(s)://host:port[/]" -> "host:port", validating scheme, host and port.
 Result<std::string> worker_id_from_url(std::string_view url);
 
 }  // namespace infera::discovery

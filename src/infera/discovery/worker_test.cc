@@ -26,9 +26,16 @@ TEST(WorkerFlagTest, UrlAloneIsALoadOnlyWorker) {
   EXPECT_EQ(w->role, Role::kBoth);
 }
 
+TEST(WorkerFlagTest, HttpsUrlIsATlsWorkerWithTheSameId) {
+  auto w = parse_worker_flag("https://gpu-7.example:8443,kv=tcp://10.0.0.7:5557");
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(w->url, "https://gpu-7.example:8443");
+  EXPECT_EQ(w->id, "gpu-7.example:8443");
+}
+
 TEST(WorkerFlagTest, RejectsBadSpecs) {
   EXPECT_FALSE(parse_worker_flag("10.0.0.7:8000").ok());               // no scheme
-  EXPECT_FALSE(parse_worker_flag("https://a:1").ok());                 // TLS not supported
+  EXPECT_FALSE(parse_worker_flag("ftp://a:1").ok());                   // another scheme
   EXPECT_FALSE(parse_worker_flag("http://a").ok());                    // no port
   EXPECT_FALSE(parse_worker_flag("http://a:1/v1").ok());               // a path
   EXPECT_FALSE(parse_worker_flag("http://a:1,kv").ok());               // no value

@@ -14,6 +14,7 @@
 #include "infera/discovery/kube_source.h"
 #include "infera/gateway/context.h"
 #include "infera/http/net.h"
+#include "infera/http/tls_files.h"
 
 namespace infera::gateway {
 
@@ -356,6 +357,38 @@ void run_maintenance(Gateway::Impl& i) {
   }
 }
 
+// The workers' client: the upstream timeouts, and for https:// workers the CAs of
+// --upstream-ca-file (a file that cannot be read or holds no certificate ends startup).
+Result<http::ClientOptions> upstream_options(const config::ServerConfig& config) {
+  http::ClientOptions co;
+  co.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.upstream_connect_timeout_s * 1000));
+  co.response_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.upstream_first_byte_timeout_s * 1000));
+  co.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.upstream_idle_timeout_s * 1000));
+  co.max_idle_per_endpoint = 256;
+  if (!config.upstream_ca_file.empty()) {
+    INFERA_ASSIGN_OR_RETURN(co.tls_context, http::load_tls_client_context(config.upstream_ca_file));
+  }
+  return co;
+}
+
+// The main listener (the admin listener copies it): limits, timeouts, CORS, and TLS with
+// --ssl-certfile/--ssl-keyfile (a file that cannot be read or is not PEM ends startup).
+Result<http::ServerOptions> listener_options(const config::ServerConfig& config) {
+  http::ServerOptions so;
+  so.host = config.host;
+  so.port = static_cast<uint16_t>(config.port);
+  so.max_body_bytes = config.max_body_bytes;
+  so.max_header_bytes = config.max_header_bytes;
+  so.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.client_idle_timeout_s * 1000));
+  so.body_timeout = so.idle_timeout;
+  so.allowed_origins = config.allowed_origins;  // CORS for browsers; the admin listener has none
+  if (!config.ssl_certfile.empty()) {
+    INFERA_ASSIGN_OR_RETURN(so.tls,
+                            http::load_tls_server_context(config.ssl_certfile, config.ssl_keyfile));
+  }
+  return so;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& config) {
@@ -397,11 +430,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   }
 
   g.loop = std::make_unique<http::EventLoop>(static_cast<int>(config.io_threads));
-  http::ClientOptions co;
-  co.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.upstream_connect_timeout_s * 1000));
-  co.response_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.upstream_first_byte_timeout_s * 1000));
-  co.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.upstream_idle_timeout_s * 1000));
-  co.max_idle_per_endpoint = 256;
+  INFERA_ASSIGN_OR_RETURN(const http::ClientOptions co, upstream_options(config));
   g.upstream = std::make_unique<http::Client>(co);
   // Made (and its configuration read) now, started last; the metrics and admin routes read it.
   // Before the bus: a bad kubeconfig is reported as itself, not hidden behind NATS being away.
@@ -434,14 +463,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
   INFERA_RETURN_IF_ERROR(start_load_sharing(config, g));
   add_metric_collectors(g);
 
-  http::ServerOptions so;
-  so.host = config.host;
-  so.port = static_cast<uint16_t>(config.port);
-  so.max_body_bytes = config.max_body_bytes;
-  so.max_header_bytes = config.max_header_bytes;
-  so.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.client_idle_timeout_s * 1000));
-  so.body_timeout = so.idle_timeout;
-  so.allowed_origins = config.allowed_origins;  // CORS for browsers; the admin listener has none
+  INFERA_ASSIGN_OR_RETURN(const http::ServerOptions so, listener_options(config));
   http::Routes routes;
   add_inference_routes(g, routes);
   add_public_routes(g, routes);
@@ -474,6 +496,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(const config::ServerConfig& con
       .msg("serving")
       .kv("host", config.host)
       .kv("port", impl->server->port())
+      .kv("tls", !config.ssl_certfile.empty())
       .kv("policy", config.router_policy)
       .kv("discovery", g.source->describe())
       .kv("block_size", config.block_size)

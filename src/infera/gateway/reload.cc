@@ -113,6 +113,9 @@ void each_setting(Field&& field, LoadField&& load_field) {
   field("--api-key-file", &ServerConfig::api_key_file);
   field("--strip-authorization", &ServerConfig::strip_authorization);
   field("--allowed-origins", &ServerConfig::allowed_origins);
+  field("--ssl-certfile", &ServerConfig::ssl_certfile);
+  field("--ssl-keyfile", &ServerConfig::ssl_keyfile);
+  field("--upstream-ca-file", &ServerConfig::upstream_ca_file);
   field("--admin-token", &ServerConfig::admin_token);
   field("--admin-token-file", &ServerConfig::admin_token_file);
   field("--admin-host", &ServerConfig::admin_host);
@@ -120,6 +123,8 @@ void each_setting(Field&& field, LoadField&& load_field) {
   field("--log-level", &ServerConfig::log_level);
   field("--log-format", &ServerConfig::log_format);
   field("--access-log", &ServerConfig::access_log);
+  field("--otlp-traces-endpoint", &ServerConfig::otlp_traces_endpoint);
+  field("--otlp-sample-ratio", &ServerConfig::otlp_sample_ratio);
 }
 
 }  // namespace

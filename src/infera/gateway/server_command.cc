@@ -97,10 +97,12 @@ int run_server_command(std::span<const std::string> args) {
     std::fprintf(stderr, "infera server: %s\n", gateway.status().message().c_str());
     return 1;
   }
-  std::printf("infera server: listening on http://%s:%u\n", config->host.c_str(),
+  // Both listeners speak HTTPS with --ssl-certfile.
+  const char* scheme = config->ssl_certfile.empty() ? "http" : "https";
+  std::printf("infera server: listening on %s://%s:%u\n", scheme, config->host.c_str(),
               static_cast<unsigned>((*gateway)->port()));
   if ((*gateway)->admin_port()) {
-    std::printf("infera server: admin on http://%s:%u\n", config->admin_host.c_str(),
+    std::printf("infera server: admin on %s://%s:%u\n", scheme, config->admin_host.c_str(),
                 static_cast<unsigned>((*gateway)->admin_port()));
   }
   std::fflush(stdout);

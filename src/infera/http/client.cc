@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -15,6 +16,8 @@
 #include "infera/common/spin_mutex.h"
 #include "infera/http/io.h"
 #include "infera/http/net.h"
+#include "infera/http/stream.h"
+#include "infera/http/tls.h"
 #include "infera/http/wire.h"
 
 namespace infera::http {
@@ -32,41 +35,43 @@ constexpr size_t kStreamBufferBytes = size_t{8} * 1024;  // one read() of a stre
 struct PoolKey {
   const void* context = nullptr;  // the io_context of the opening coroutine
   std::string endpoint;           // Endpoint::key()
+  bool tls = false;               // Endpoint::tls: a plain and a TLS port never share connections
   bool operator==(const PoolKey&) const = default;
 };
 
 struct PoolKeyHash {
   size_t operator()(const PoolKey& k) const {
-    return std::hash<std::string>{}(k.endpoint) ^ (std::hash<const void*>{}(k.context) * 31);
+    return std::hash<std::string>{}(k.endpoint) ^ (std::hash<const void*>{}(k.context) * 31) ^
+           static_cast<size_t>(k.tls);
   }
 };
 
 // The key of the calling coroutine's pool for `to`.
 PoolKey pool_key(const net::any_io_executor& executor, const Endpoint& to) {
-  return PoolKey{&net::query(executor, net::execution::context), to.key()};
+  return PoolKey{&net::query(executor, net::execution::context), to.key(), to.tls};
 }
 
 struct Conn {
   explicit Conn(const net::any_io_executor& executor, PoolKey pool_key)
-      : socket(executor), deadline(executor, socket), key(std::move(pool_key)) {}
+      : stream(executor), deadline(executor, stream.socket()), key(std::move(pool_key)) {}
 
+  // Never while a read or write of the stream is pending (the owner's coroutine closes it).
   void close() {
-    beast::error_code ec;
-    socket.shutdown(tcp::socket::shutdown_both, ec);
-    socket.close(ec);
+    stream.send_close_notify();
+    stream.close();
     deadline.stop();
   }
 
   // An idle pooled connection is reusable when the upstream has not closed it and sent nothing
-  // (a non-blocking peek: EAGAIN means open and quiet).
+  // (a non-blocking peek: EAGAIN means open and quiet; over TLS, a close_notify is bytes).
   bool alive() {
-    if (!socket.is_open()) return false;
+    if (!stream.socket().is_open()) return false;
     char c;
-    const ssize_t n = ::recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n = ::recv(stream.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     return n < 0 && errno == EAGAIN;  // EWOULDBLOCK is the same value on Linux
   }
 
-  tcp::socket socket;
+  Stream stream;      // the socket, and TLS over it for an https endpoint
   Deadline deadline;  // bounds the connection's waits (http/deadline.h)
   beast::flat_buffer buffer;
   const PoolKey key;
@@ -137,7 +142,21 @@ struct Client::Pool {
     }
   }
 
+  // The context of https connections: the options', else the system store's, made once.
+  Result<std::shared_ptr<net::ssl::context>> tls_context() {
+    if (options.tls_context) return options.tls_context;
+    std::lock_guard lock(tls_mu);
+    if (!system_tls) {
+      Result<std::shared_ptr<net::ssl::context>> made = make_tls_client_context({});
+      if (!made.ok()) return made.status();
+      system_tls = std::move(*made);
+    }
+    return system_tls;
+  }
+
   const ClientOptions options;
+  std::mutex tls_mu;
+  std::shared_ptr<net::ssl::context> system_tls;  // guarded by tls_mu
   SpinMutex mu;
   // guarded by mu
   std::unordered_map<PoolKey, std::vector<std::unique_ptr<Conn>>, client_internal::PoolKeyHash>
@@ -177,9 +196,30 @@ Status exchange_status(beast::error_code ec, std::string_view phase, const Endpo
 // The upstream closed a connection we took from the pool before answering: the classic race
 // with its keep-alive timeout. Worth one retry on a fresh connection.
 bool stale_connection_error(beast::error_code ec) {
+  // Over TLS: closed without close_notify (OpenSSL's "unexpected eof").
   return ec == bhttp::error::end_of_stream || ec == net::error::eof ||
          ec == net::error::connection_reset || ec == net::error::broken_pipe ||
-         ec == net::error::connection_aborted;
+         ec == net::error::connection_aborted || ec == net::ssl::error::stream_truncated;
+}
+
+// The TLS handshake of a new connection to `to`, verifying its certificate (SNI and its name
+// set first), within `deadline`. Failures are kUnavailable, kDeadlineExceeded when too slow.
+net::awaitable<Status> tls_handshake(Client::Pool& pool, Conn& conn, const Endpoint& to,
+                                     SteadyTime deadline) {
+  const std::string what = "upstream " + to.key() + ": ";
+  Result<std::shared_ptr<net::ssl::context>> context = pool.tls_context();
+  if (!context.ok()) co_return unavailable(what + context.status().message());
+  Stream::TlsLayer& tls = conn.stream.start_tls(**context);
+  if (Status s = prepare_tls_stream(tls, to.host, /*verify=*/true); !s.ok()) {
+    co_return unavailable(what + s.message());
+  }
+  conn.deadline.arm(deadline);
+  auto [hec] = co_await tls.async_handshake(net::ssl::stream_base::client, use_nothrow);
+  const beast::error_code ec = conn.deadline.disarm(hec);
+  if (!ec) co_return ok_status();
+  if (ec == beast::error::timeout) co_return deadline_exceeded(what + "TLS handshake timed out");
+  if (ec == net::error::operation_aborted) co_return cancelled(what + "TLS handshake cancelled");
+  co_return unavailable(what + tls_error_text(ec, tls.native_handle()));
 }
 
 net::awaitable<ClientResult<std::unique_ptr<Conn>>> connect(Client::Pool& pool,
@@ -206,14 +246,25 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> connect(Client::Pool& pool,
     for (const auto& r : results) endpoints.push_back(r.endpoint());
   }
   auto conn = std::make_unique<Conn>(executor, client_internal::pool_key(executor, to));
-  conn->deadline.arm(pool.options.connect_timeout, deadline);
-  auto [connect_ec, connected] = co_await net::async_connect(conn->socket, endpoints, use_nothrow);
+  // connect_timeout bounds the TCP connect and the TLS handshake together.
+  const SteadyTime connect_deadline =
+      std::min(std::chrono::steady_clock::now() + pool.options.connect_timeout, deadline);
+  conn->deadline.arm(connect_deadline);
+  auto [connect_ec, connected] =
+      co_await net::async_connect(conn->stream.socket(), endpoints, use_nothrow);
   if (const beast::error_code cec = conn->deadline.disarm(connect_ec)) {
     co_return ClientError{exchange_status(cec, "connect", to), true};
   }
   beast::error_code ignored;
-  conn->socket.set_option(tcp::no_delay(true), ignored);
-  conn->socket.non_blocking(true, ignored);  // io::write sends at once when it fits
+  conn->stream.socket().set_option(tcp::no_delay(true), ignored);
+  conn->stream.socket().non_blocking(true, ignored);  // io::write sends at once when it fits
+  if (to.tls) {
+    Status handshake = co_await tls_handshake(pool, *conn, to, connect_deadline);
+    if (!handshake.ok()) {
+      conn->close();
+      co_return ClientError{std::move(handshake), true};
+    }
+  }
   pool.connects.fetch_add(1, std::memory_order_relaxed);
   co_return std::move(conn);
 }
@@ -263,7 +314,7 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> send_and_read_header(
       conn->close();
       co_return ClientError{cancelled("upstream " + key + ": cancelled"), true};
     }
-    const beast::error_code wec = co_await io::write(conn->socket, conn->deadline, request_bytes,
+    const beast::error_code wec = co_await io::write(conn->stream, conn->deadline, request_bytes,
                                                      pool.options.write_timeout, deadline);
     if (wec) {
       conn->close();
@@ -280,7 +331,7 @@ net::awaitable<ClientResult<std::unique_ptr<Conn>>> send_and_read_header(
     }
     conn->deadline.arm(pool.options.response_timeout, deadline);
     auto [header_ec, read] =
-        co_await bhttp::async_read_header(conn->socket, conn->buffer, *parser, use_nothrow);
+        co_await bhttp::async_read_header(conn->stream, conn->buffer, *parser, use_nothrow);
     if (const beast::error_code rec = conn->deadline.disarm(header_ec)) {
       const bool before_first_byte = !parser->got_some() && conn->buffer.size() == 0;
       conn->close();
@@ -314,13 +365,16 @@ std::string Endpoint::key() const {
 
 Result<Endpoint> parse_endpoint(std::string_view text) {
   std::string_view rest = text;
+  Endpoint e;
   if (rest.starts_with("http://")) {
     rest.remove_prefix(7);
+  } else if (rest.starts_with("https://")) {
+    rest.remove_prefix(8);
+    e.tls = true;
   } else if (rest.find("://") != std::string_view::npos) {
     return invalid_argument("unsupported URL scheme in '" + std::string(text) + "'");
   }
   rest = rest.substr(0, rest.find('/'));
-  Endpoint e;
   std::string_view port_text;
   if (rest.starts_with('[')) {
     const size_t close = rest.find(']');
@@ -458,7 +512,7 @@ net::awaitable<Result<std::string_view>> ClientStream::read(SteadyTime deadline)
     }
     s.conn->deadline.arm(s.pool->options.read_timeout, deadline);
     auto [read_ec, n] =
-        co_await bhttp::async_read_some(s.conn->socket, s.conn->buffer, *s.parser, use_nothrow);
+        co_await bhttp::async_read_some(s.conn->stream, s.conn->buffer, *s.parser, use_nothrow);
     beast::error_code ec = s.conn->deadline.disarm(read_ec);
     if (ec == bhttp::error::need_buffer) ec = {};  // the piece filled our buffer: not an error
     if (ec) {
@@ -518,7 +572,7 @@ net::awaitable<ClientResult<Response>> Client::request(const Endpoint& to, Reque
   while (!parser->is_done()) {
     conn->deadline.arm(pool.options.read_timeout, deadline);
     auto [read_ec, n] =
-        co_await bhttp::async_read_some(conn->socket, conn->buffer, *parser, use_nothrow);
+        co_await bhttp::async_read_some(conn->stream, conn->buffer, *parser, use_nothrow);
     if (const beast::error_code ec = conn->deadline.disarm(read_ec)) {
       conn->close();
       co_return ClientError{exchange_status(ec, "reading the response body", to), false};

@@ -44,16 +44,23 @@
 #include "infera/http/awaitable.h"
 #include "infera/http/message.h"
 
+namespace boost::asio::ssl {
+class context;
+}  // namespace boost::asio::ssl
+
 namespace infera::http {
 
-// Where to send a request: a host name or IP literal and a port.
+// Where to send a request: a host name or IP literal and a port, over TLS or not.
 struct Endpoint {
   std::string host;
   uint16_t port = 0;
-  std::string key() const;  // "host:port" ("[::1]:port" for IPv6), the pool key
+  // https: the connection is TLS, the server's certificate verified against
+  // ClientOptions::tls_context (SNI and the host name or IP address checked, tls.h).
+  bool tls = false;
+  std::string key() const;  // "host:port" ("[::1]:port" for IPv6), the pool key with `tls`
 };
 
-// "http://host:port[/...]", "host:port" or "[v6]:port". https is not supported.
+// "http://host:port[/...]", "https://host:port[/...]" (tls), "host:port" or "[v6]:port".
 Result<Endpoint> parse_endpoint(std::string_view text);
 
 struct ClientOptions {
@@ -70,12 +77,18 @@ struct ClientOptions {
   // A pooled connection idle for longer is closed instead of reused. Below the upstream's own
   // keep-alive timeout (uvicorn, under vLLM and SGLang, closes after 5 s).
   std::chrono::milliseconds idle_timeout{4'000};
+  // https endpoints: a client context (tls.h, make_tls_client_context) that verifies the
+  // servers. Null: one that verifies against the system's CA store, made at the first https
+  // request. The TLS handshake is part of the connect, under connect_timeout.
+  std::shared_ptr<boost::asio::ssl::context> tls_context;
 };
 
 // A failed exchange (accessing value() of a failed result, or error() of a good one, is a bug).
 // kUnavailable (refused, reset, closed), kDeadlineExceeded (a deadline), kDataLoss (malformed or
 // truncated response), kResourceExhausted (response beyond a limit), kCancelled (closed or
-// cancelled by the caller), kInvalidArgument (host cannot be resolved).
+// cancelled by the caller), kInvalidArgument (host cannot be resolved). A failed TLS handshake is
+// kUnavailable before the first byte, its message "... TLS: certificate verify failed (REASON)"
+// when the server's certificate was refused.
 struct ClientError {
   Status status;
   // No byte of the response had arrived: the worker produced nothing visible, so sending the

@@ -2,17 +2,40 @@
 // takes them. Includes Beast: never include it from a header of another module.
 #pragma once
 
+#include <string>
+
 #include <boost/beast/core/buffers_suffix.hpp>
 
 #include "infera/http/deadline.h"
 #include "infera/http/net.h"
+#include "infera/http/stream.h"
 
 namespace infera::http::io {
 
-// Writes `buffers` (a buffer sequence that outlives the call) to `socket`: first as one
-// non-blocking send, then, for whatever the socket did not take, as an async write that
+// The TLS half of write(): always the async write, under the deadline. Small buffer sequences
+// are copied into one buffer first: Asio's TLS write encrypts one buffer of a sequence per
+// record, so a chunk's size line, bytes and CRLF would be three records and three sends.
+template <typename Buffers>
+net::awaitable<beast::error_code> write_tls(Stream& stream, Deadline& deadline,
+                                            const Buffers& buffers, std::chrono::milliseconds limit,
+                                            Deadline::Clock::time_point cap) {
+  constexpr size_t kCoalesceBytes = size_t{16} * 1024;  // a TLS record's plaintext, at most
+  const size_t total = net::buffer_size(buffers);
+  deadline.arm(limit, cap);
+  if (total > kCoalesceBytes) {
+    auto [wec, n] = co_await net::async_write(stream.tls(), buffers, use_nothrow);
+    co_return deadline.disarm(wec);
+  }
+  std::string flat(total, '\0');
+  net::buffer_copy(net::buffer(flat), buffers);
+  auto [wec, n] = co_await net::async_write(stream.tls(), net::buffer(flat), use_nothrow);
+  co_return deadline.disarm(wec);
+}
+
+// Writes `buffers` (a buffer sequence that outlives the call) to `stream`: over plain TCP, first
+// as one non-blocking send, then, for whatever the socket did not take, as an async write that
 // `deadline` bounds (armed only then, for `limit` but never past `cap`; a timeout comes back as
-// beast::error::timeout).
+// beast::error::timeout). Over TLS: write_tls().
 // The socket is put in non-blocking mode where the server accepts and the client connects; one
 // that is not (or is no longer open) is handled here rather than trusted.
 //
@@ -22,12 +45,13 @@ namespace infera::http::io {
 // ("Writes at once, reads from the buffer, lazy deadlines").
 template <typename Buffers>
 net::awaitable<beast::error_code> write(
-    tcp::socket& socket, Deadline& deadline, const Buffers& buffers,
-    std::chrono::milliseconds limit,
+    Stream& stream, Deadline& deadline, const Buffers& buffers, std::chrono::milliseconds limit,
     Deadline::Clock::time_point cap = Deadline::Clock::time_point::max()) {
+  tcp::socket& socket = stream.socket();
   beast::error_code ec;
   // A socket its deadline closed (say, as the connect completed) is an error, not a crash.
   if (!socket.is_open()) co_return net::error::make_error_code(net::error::bad_descriptor);
+  if (stream.is_tls()) co_return co_await write_tls(stream, deadline, buffers, limit, cap);
   if (!socket.non_blocking()) {
     socket.non_blocking(true, ec);
     if (ec) co_return ec;

@@ -44,11 +44,17 @@ TEST(EndpointTest, ParsesUrlsAndHostPorts) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->host, "::1");
   EXPECT_EQ(c->key(), "[::1]:9000");
+  EXPECT_FALSE(c->tls);
+  auto d = parse_endpoint("https://gpu-7.example:8443/");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->host, "gpu-7.example");
+  EXPECT_EQ(d->port, 8443);
+  EXPECT_TRUE(d->tls);
 }
 
 TEST(EndpointTest, RejectsMalformedInput) {
   for (const char* bad : {"", "host", "host:", ":80", "host:0", "host:65536", "host:8x",
-                          "https://host:443", "[::1]9000", "host:123456"}) {
+                          "ftp://host:21", "https://host", "[::1]9000", "host:123456"}) {
     EXPECT_FALSE(parse_endpoint(bad).ok()) << bad;
   }
 }

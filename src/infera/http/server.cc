@@ -1,5 +1,8 @@
 #include "infera/http/server.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -15,6 +18,7 @@
 #include "infera/http/error.h"
 #include "infera/http/io.h"
 #include "infera/http/net.h"
+#include "infera/http/stream.h"
 #include "infera/http/wire.h"
 
 namespace infera::http {
@@ -33,19 +37,26 @@ constexpr std::chrono::seconds kForceCloseWait{5};         // after the drain bo
 
 struct Connection {
   Connection(tcp::socket s, uint64_t connection_id)
-      : socket(std::move(s)), deadline(socket.get_executor(), socket), id(connection_id) {}
+      : stream(std::move(s)),
+        deadline(stream.socket().get_executor(), stream.socket()),
+        id(connection_id) {}
 
   // Strand only.
   void close() {
-    beast::error_code ec;
-    socket.shutdown(tcp::socket::shutdown_both, ec);
-    socket.close(ec);
+    stream.close();
     deadline.stop();
   }
+  // Strand only, and only where no read or write of the stream is pending: over TLS, says
+  // close_notify first (a body that ends with the connection is then known to be whole).
+  void close_gracefully() {
+    stream.send_close_notify();
+    close();
+  }
+  tcp::socket& socket() { return stream.socket(); }
 
   // Executor: the loop thread this connection was given at accept (its own io_context, run by
   // that one thread, so everything on it is serialised as a strand would: "strand only" below).
-  tcp::socket socket;
+  Stream stream;              // the socket, and TLS over it when the server has a TLS context
   Deadline deadline;          // strand only: bounds the connection's waits (http/deadline.h)
   beast::flat_buffer buffer;  // bytes read and not yet parsed (may hold a pipelined request)
   const uint64_t id;
@@ -202,7 +213,7 @@ net::awaitable<Status> ResponseWriter::write(std::string_view bytes, bool last) 
   if (last && s.chunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
   if (count == 0) co_return ok_status();  // an HTTP/1.0 body ending with nothing left to send
   const beast::error_code ec =
-      co_await io::write(s.conn.socket, s.conn.deadline,
+      co_await io::write(s.conn.stream, s.conn.deadline,
                          std::span<const net::const_buffer>(buffers.data(), count),
                          s.options.write_timeout);
   s.pending_head.clear();
@@ -215,7 +226,7 @@ net::awaitable<Status> ResponseWriter::flush() {
   if (s.conn.client_gone || s.failed) co_return cancelled("client disconnected");
   if (s.pending_head.empty()) co_return ok_status();
   const beast::error_code ec = co_await io::write(
-      s.conn.socket, s.conn.deadline, net::buffer(s.pending_head), s.options.write_timeout);
+      s.conn.stream, s.conn.deadline, net::buffer(s.pending_head), s.options.write_timeout);
   s.pending_head.clear();
   co_return s.after_write(ec);
 }
@@ -277,6 +288,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   void start_session(tcp::socket socket);
   // `self` keeps the server state alive for as long as the connection's coroutine frame exists.
   net::awaitable<void> session(std::shared_ptr<Impl> self, std::shared_ptr<Connection> conn);
+  // The TLS handshake of a new connection, within `deadline`; false when it failed (counted).
+  net::awaitable<bool> handshake(Connection& conn, Deadline::Clock::time_point deadline);
   net::awaitable<bool> serve_one(const std::shared_ptr<Connection>& conn_ptr);
   net::awaitable<Response> run_handler(const Handler& handler, Request& request,
                                        ResponseWriter& writer, ResponseWriter::State& state);
@@ -303,9 +316,33 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> rejected{0};
   std::atomic<uint64_t> disconnects{0};
+  std::atomic<uint64_t> tls_failures{0};
 };
 
 namespace {
+
+// The peer has closed its side of `socket` (its FIN arrived, whatever bytes precede it), without
+// reading or waiting.
+bool peer_hung_up(tcp::socket& socket) {
+  pollfd p{socket.native_handle(), POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+// Over TLS, the watch's bytes while a handler runs: the client's closing alert (close_notify,
+// or a fatal one), or its FIN behind them. An alert is a record of type 21 in TLS 1.2; in TLS
+// 1.3 every record looks like application data (23), and an alert's is exactly 19 bytes (the
+// 2-byte alert, its inner type, a 16-byte AEAD tag: RFC 8446 section 5.2), smaller than any
+// request. (A pipelined request whose start OpenSSL already buffered could in theory look like
+// one; pipelining clients are rare, and the only cost is that request.)
+bool tls_peer_closing(tcp::socket& socket) {
+  std::array<unsigned char, 5> h{};
+  const ssize_t n = ::recv(socket.native_handle(), h.data(), h.size(), MSG_PEEK | MSG_DONTWAIT);
+  if (n == static_cast<ssize_t>(h.size())) {
+    const unsigned length = (unsigned{h[3]} << 8) | h[4];
+    if (h[0] == 21 || (h[0] == 23 && length == 19)) return true;
+  }
+  return peer_hung_up(socket);
+}
 
 // Every co_spawn of the server completes here: an exception is a bug worth a log line, never a
 // crash of the process.
@@ -363,7 +400,8 @@ void Server::Impl::start_session(tcp::socket socket) {
     connections.emplace(conn->id, conn);
   }
   accepted.fetch_add(1, std::memory_order_relaxed);
-  auto executor = conn->socket.get_executor();
+  if (options.tls) conn->stream.start_tls(*options.tls);
+  auto executor = conn->socket().get_executor();
   // The session's cancellation slot is the connection's: the client-gone watch cancels the
   // handlers through it (asio keeps one cancellation state per spawned coroutine, shared by the
   // coroutines it awaits). The completion holds the connection: the state refers to its signal
@@ -388,7 +426,16 @@ net::awaitable<void> Server::Impl::session(std::shared_ptr<Impl> self,
   // operation, never as an exception thrown at its next co_await.
   co_await net::this_coro::throw_if_cancelled(false);
   bool first = true;
+  // A new connection has header_timeout, from its accept, for its TLS handshake and its first
+  // request's headers; a kept-alive one idle_timeout to start the next request.
+  const Deadline::Clock::time_point first_deadline =
+      Deadline::Clock::now() + options.header_timeout;
   try {
+    if (conn->stream.is_tls() && !co_await handshake(*conn, first_deadline)) {
+      conn->close();
+      remove(conn->id);
+      co_return;
+    }
     for (;;) {
       conn->busy = false;
       if (draining.load()) break;
@@ -396,10 +443,12 @@ net::awaitable<void> Server::Impl::session(std::shared_ptr<Impl> self,
         if (conn->buffer.capacity() > server_internal::kMaxIdleBufferBytes) {
           conn->buffer.shrink_to_fit();
         }
-        // A new connection has header_timeout to send its request; a kept-alive one idle_timeout
-        // to start the next.
-        conn->deadline.arm(first ? options.header_timeout : options.idle_timeout);
-        auto [ec, n] = co_await conn->socket.async_read_some(
+        if (first) {
+          conn->deadline.arm(first_deadline);
+        } else {
+          conn->deadline.arm(options.idle_timeout);
+        }
+        auto [ec, n] = co_await conn->stream.async_read_some(
             conn->buffer.prepare(server_internal::kReadBytes), use_nothrow);
         if (conn->deadline.disarm(ec)) break;  // EOF, idle timeout, or closed by shutdown
         conn->buffer.commit(n);
@@ -412,8 +461,27 @@ net::awaitable<void> Server::Impl::session(std::shared_ptr<Impl> self,
     // Allocation failure or a Beast precondition: close this connection, keep the server.
     INFERA_LOG(kError, "http").msg("connection failed").kv("what", e.what());
   }
-  conn->close();
+  conn->close_gracefully();
   remove(conn->id);
+}
+
+net::awaitable<bool> Server::Impl::handshake(Connection& conn,
+                                             Deadline::Clock::time_point deadline) {
+  conn.deadline.arm(deadline);
+  auto [hec] = co_await conn.stream.tls().async_handshake(net::ssl::stream_base::server,
+                                                          use_nothrow);
+  const beast::error_code ec = conn.deadline.disarm(hec);
+  if (!ec) co_return true;
+  // A plain-HTTP client ("http request"), a client that does not trust the certificate, a
+  // scanner, or one too slow: its connection, never the server's concern beyond a count.
+  tls_failures.fetch_add(1, std::memory_order_relaxed);
+  INFERA_LOG(kDebug, "http")
+      .msg("TLS handshake failed")
+      .kv("connection", conn.id)
+      .kv("error", ec == beast::error::timeout
+                       ? std::string("TLS: handshake not completed in time")
+                       : tls_error_text(ec, conn.stream.tls().native_handle()));
+  co_return false;
 }
 
 net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& conn_ptr) {
@@ -429,7 +497,7 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
         !ec) {
       conn.deadline.arm(options.header_timeout);
       auto [rec, n] =
-          co_await bhttp::async_read_header(conn.socket, conn.buffer, parser, use_nothrow);
+          co_await bhttp::async_read_header(conn.stream, conn.buffer, parser, use_nothrow);
       ec = conn.deadline.disarm(rec);
       header_bytes = n;
     }
@@ -456,12 +524,12 @@ net::awaitable<bool> Server::Impl::serve_one(const std::shared_ptr<Connection>& 
     const auto& header = parser.get();
     if (header.version() == 11 && iequals(header[bhttp::field::expect], "100-continue")) {
       const beast::error_code ec = co_await io::write(
-          conn.socket, conn.deadline,
+          conn.stream, conn.deadline,
           net::buffer(std::string_view("HTTP/1.1 100 Continue\r\n\r\n")), options.write_timeout);
       if (ec) co_return false;
     }
     conn.deadline.arm(options.body_timeout);
-    auto [rec, n] = co_await bhttp::async_read(conn.socket, conn.buffer, parser, use_nothrow);
+    auto [rec, n] = co_await bhttp::async_read(conn.stream, conn.buffer, parser, use_nothrow);
     if (const beast::error_code ec = conn.deadline.disarm(rec)) {
       const std::optional<RequestError> error = wire::classify_request_error(ec, false);
       if (error) co_await reject(conn, *error);
@@ -557,10 +625,14 @@ net::awaitable<Response> Server::Impl::run_handler(const Handler& handler, Reque
 void Server::Impl::watch_client(const std::shared_ptr<Connection>& conn) {
   if (conn->watching) return;
   conn->watching = true;
-  conn->socket.async_receive(
+  conn->socket().async_receive(
       net::buffer(&conn->peeked, 1), tcp::socket::message_peek,
       [conn](beast::error_code ec, size_t /*bytes*/) {
         conn->watching = false;
+        // Over TLS, a client that leaves first sends its close_notify: bytes.
+        if (!ec && conn->in_handler && conn->stream.is_tls() && tls_peer_closing(conn->socket())) {
+          ec = net::error::eof;
+        }
         if (!ec) return;
         if (!conn->in_handler) {
           conn->peer_closed = true;
@@ -588,7 +660,7 @@ net::awaitable<bool> Server::Impl::write_response(Connection& conn, Response res
   const std::array<net::const_buffer, 2> buffers{
       net::buffer(head_bytes), head ? net::const_buffer() : net::buffer(res.body())};
   const beast::error_code ec =
-      co_await io::write(conn.socket, conn.deadline, buffers, options.write_timeout);
+      co_await io::write(conn.stream, conn.deadline, buffers, options.write_timeout);
   co_return !ec && keep_alive;
 }
 
@@ -598,15 +670,17 @@ net::awaitable<void> Server::Impl::reject(Connection& conn, const RequestError& 
   if (error.status.code() == StatusCode::kDeadlineExceeded) co_return;
   Response answer = error_response(error.status, {.origin = error.origin});
   co_await write_response(conn, std::move(answer), /*keep_alive=*/false, 11);
-  // Lingering close: stop sending, then read and drop what the client still sends (its body)
-  // for a bounded time, so that its read of our answer is not cut by a reset.
+  // Lingering close: stop sending (over TLS, close_notify first), then read and drop what the
+  // client still sends (its body; TLS records unread) for a bounded time, so that its read of
+  // our answer is not cut by a reset.
   beast::error_code ec;
-  conn.socket.shutdown(tcp::socket::shutdown_send, ec);
+  conn.stream.send_close_notify();
+  conn.socket().shutdown(tcp::socket::shutdown_send, ec);
   conn.deadline.arm(options.linger_timeout);
   size_t drained = 0;
   std::array<char, 4096> sink;
   while (drained < server_internal::kMaxLingerBytes) {
-    auto [rec, n] = co_await conn.socket.async_read_some(net::buffer(sink), use_nothrow);
+    auto [rec, n] = co_await conn.socket().async_read_some(net::buffer(sink), use_nothrow);
     if (rec) break;
     drained += n;
   }
@@ -664,6 +738,7 @@ ServerStats Server::stats() const {
   s.requests = impl_->requests.load(std::memory_order_relaxed);
   s.rejected_requests = impl_->rejected.load(std::memory_order_relaxed);
   s.client_disconnects = impl_->disconnects.load(std::memory_order_relaxed);
+  s.tls_handshake_failures = impl_->tls_failures.load(std::memory_order_relaxed);
   std::lock_guard lock(impl_->mu);
   s.connections_open = impl_->connections.size();
   return s;
@@ -690,7 +765,7 @@ void Server::shutdown(std::chrono::milliseconds drain) {
     std::lock_guard lock(impl.mu);
     for (const auto& entry : impl.connections) {
       std::shared_ptr<Connection> conn = entry.second;  // not a structured binding: clang 14
-      net::post(conn->socket.get_executor(), [conn, idle_only] {
+      net::post(conn->socket().get_executor(), [conn, idle_only] {
         if (!idle_only || !conn->busy) conn->close();
       });
     }

@@ -34,6 +34,9 @@
 // handler therefore releases its upstream without extra code; it should then return promptly.
 // Asio delivers the signal once: Client calls made afterwards fail at once with kCancelled, but
 // a handler's own later waits (timers) are not cancelled again, so loops check client_gone().
+// Over TLS (ServerOptions::tls) the watch peeks the TCP connection under TLS: a client that
+// closes or resets it is seen as above, and so is one that sends TLS's close_notify (an alert
+// record) before its FIN.
 // Exceptions never leave a handler's coroutine: one that throws is logged and answered with 500,
 // or, once its stream has started, the connection is closed without the final chunk (the client
 // sees a truncated body, never a complete-looking one).
@@ -52,6 +55,10 @@
 #include "infera/http/awaitable.h"
 #include "infera/http/event_loop.h"
 #include "infera/http/message.h"
+
+namespace boost::asio::ssl {
+class context;
+}  // namespace boost::asio::ssl
 
 namespace infera::http {
 
@@ -76,6 +83,12 @@ struct ServerOptions {
   // allowed origin and 403 otherwise. Empty: no CORS headers, and OPTIONS is routed as any
   // method (405).
   std::vector<std::string> allowed_origins;
+  // TLS (tls.h, make_tls_server_context): when set, every accepted connection completes a TLS
+  // handshake, within header_timeout of its accept, before its first request; that deadline
+  // then also bounds the request's headers. A peer that fails the handshake (a plain-HTTP
+  // client, an untrusting client, garbage) is closed and counted in
+  // ServerStats::tls_handshake_failures. Null: plain HTTP. Shared read-only by the connections.
+  std::shared_ptr<boost::asio::ssl::context> tls;
 };
 
 // Streams one response. Owned by the handler it is given to; only that handler's coroutine may
@@ -146,6 +159,7 @@ struct ServerStats {
   uint64_t requests = 0;            // requests read completely and dispatched
   uint64_t rejected_requests = 0;   // answered by the transport: 400, 404, 405, 413, 431, ...
   uint64_t client_disconnects = 0;  // clients that left while their handler ran
+  uint64_t tls_handshake_failures = 0;  // connections closed because their handshake failed
 };
 
 class Server {
