@@ -37,6 +37,16 @@ void append_json_string(std::string& out, std::string_view text) {
   out.push_back('"');
   size_t i = 0;
   while (i < text.size()) {
+    // A run of bytes that go out as they are, appended at once (most strings are one run).
+    size_t j = i;
+    while (j < text.size()) {
+      const auto b = static_cast<uint8_t>(text[j]);
+      if (b < 0x20 || b >= 0x7F || b == '"' || b == '\\') break;
+      ++j;
+    }
+    out.append(text.data() + i, j - i);
+    i = j;
+    if (i == text.size()) break;
     const auto c = static_cast<uint8_t>(text[i]);
     if (c >= 0x80) {
       const size_t n = utf8_sequence_length(text, i);

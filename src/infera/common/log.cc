@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -204,12 +205,20 @@ LogLine& LogLine::raw(std::string_view key, std::string_view literal) {
 LogLine& LogLine::kv(std::string_view key, double value) {
   if (!std::isfinite(value)) return kv(key, value > 0 ? "inf" : value < 0 ? "-inf" : "nan");
   char buf[32];
-  const int n = std::snprintf(buf, sizeof(buf), "%.6g", value);
-  return raw(key, std::string_view(buf, static_cast<size_t>(n)));
+  const auto r = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::general, 6);  // %.6g
+  return raw(key, std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
 }
 
-LogLine& LogLine::kv_int(std::string_view key, int64_t value) { return raw(key, std::to_string(value)); }
+LogLine& LogLine::kv_int(std::string_view key, int64_t value) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), value);
+  return raw(key, std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
+}
 
-LogLine& LogLine::kv_uint(std::string_view key, uint64_t value) { return raw(key, std::to_string(value)); }
+LogLine& LogLine::kv_uint(std::string_view key, uint64_t value) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), value);
+  return raw(key, std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
+}
 
 }  // namespace infera

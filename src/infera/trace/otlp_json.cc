@@ -1,6 +1,5 @@
-#include <cinttypes>
+#include <charconv>
 #include <cmath>
-#include <cstdio>
 
 #include "infera/common/json_string.h"
 #include "infera/trace/span.h"
@@ -8,15 +7,31 @@
 namespace infera::trace {
 namespace {
 
+// Attribute and field names are the code's literals: plain ASCII, appended as they are.
 void append_key(std::string& out, std::string_view key) {
-  append_json_string(out, key);
-  out += ':';
+  out += '"';
+  out += key;
+  out += "\":";
+}
+
+template <typename Number>
+void append_number(std::string& out, Number v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, r.ptr);
+}
+
+void append_hex(std::string& out, uint64_t v) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  char buf[16];
+  for (int i = 15; i >= 0; --i, v >>= 4) buf[i] = kHex[v & 0xf];
+  out.append(buf, 16);
 }
 
 void append_u64_string(std::string& out, uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "\"%" PRIu64 "\"", v);
-  out += buf;
+  out += '"';
+  append_number(out, v);
+  out += '"';
 }
 
 void append_value(std::string& out, const Attribute& a) {
@@ -25,14 +40,12 @@ void append_value(std::string& out, const Attribute& a) {
     append_key(out, "stringValue");
     append_json_string(out, *s);
   } else if (const auto* i = std::get_if<int64_t>(&a.value)) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "\"intValue\":\"%" PRId64 "\"", *i);
-    out += buf;
+    out += "\"intValue\":\"";
+    append_number(out, *i);
+    out += '"';
   } else if (const auto* d = std::get_if<double>(&a.value)) {
-    char buf[48];
-    // JSON has no NaN or infinity: such a value is sent as 0.
-    std::snprintf(buf, sizeof(buf), "\"doubleValue\":%.9g", std::isfinite(*d) ? *d : 0.0);
-    out += buf;
+    out += "\"doubleValue\":";
+    append_number(out, std::isfinite(*d) ? *d : 0.0);  // JSON has no NaN or infinity
   } else {
     out += std::get<bool>(a.value) ? "\"boolValue\":true" : "\"boolValue\":false";
   }
@@ -44,10 +57,9 @@ void append_attributes(std::string& out, const std::vector<Attribute>& attribute
   out += '[';
   for (size_t i = 0; i < attributes.size(); ++i) {
     if (i != 0) out += ',';
-    out += '{';
-    append_key(out, "key");
-    append_json_string(out, attributes[i].key);
-    out += ",\"value\":";
+    out += "{\"key\":\"";
+    out += attributes[i].key;
+    out += "\",\"value\":";
     append_value(out, attributes[i]);
     out += '}';
   }
@@ -71,15 +83,25 @@ void append_events(std::string& out, const std::vector<SpanEvent>& events) {
 }
 
 void append_span(std::string& out, const Span& s) {
-  out += "{\"traceId\":\"" + s.trace_id.hex() + "\",\"spanId\":\"" + hex16(s.span_id) + "\"";
-  if (s.parent_span_id != 0) out += ",\"parentSpanId\":\"" + hex16(s.parent_span_id) + "\"";
+  out += "{\"traceId\":\"";
+  append_hex(out, s.trace_id.hi);
+  append_hex(out, s.trace_id.lo);
+  out += "\",\"spanId\":\"";
+  append_hex(out, s.span_id);
+  out += '"';
+  if (s.parent_span_id != 0) {
+    out += ",\"parentSpanId\":\"";
+    append_hex(out, s.parent_span_id);
+    out += '"';
+  }
   if (!s.trace_state.empty()) {
     out += ",\"traceState\":";
     append_json_string(out, s.trace_state);
   }
   out += ",\"name\":";
   append_json_string(out, s.name);
-  out += ",\"kind\":" + std::to_string(static_cast<int>(s.kind));
+  out += ",\"kind\":";
+  append_number(out, static_cast<int>(s.kind));
   out += ",\"startTimeUnixNano\":";
   append_u64_string(out, static_cast<uint64_t>(s.start_unix_ns));
   out += ",\"endTimeUnixNano\":";
