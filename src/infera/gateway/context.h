@@ -19,6 +19,7 @@
 #include "infera/events/nats_source.h"
 #include "infera/gateway/fleet.h"
 #include "infera/gateway/replicas.h"
+#include "infera/gateway/response_affinity.h"
 #include "infera/nats/client.h"
 #include "infera/proxy/forward.h"
 #include "infera/gateway/openai_request.h"
@@ -63,6 +64,10 @@ struct GatewayMetrics {
   void count_generated(std::string_view model, uint64_t tokens);
   // The inter-token latency histogram of `model` (a registry lookup: once per request).
   metrics::Histogram& inter_token_latency(std::string_view model);
+  // A request continuing a stored response (previous_response_id): `outcome` is "pinned" (sent
+  // to the worker that answered it), "unknown" (not answered through this router, or
+  // forgotten) or "unavailable" (that worker cannot take it now).
+  void count_affinity(std::string_view outcome);
   // calls of disaggregated requests by stage ("prefill", "decode"), worker and status.
   void count_disagg(std::string_view stage, std::string_view worker, int status);
 };
@@ -115,6 +120,8 @@ struct GatewayContext {
   ReplicaState replicas;
   // --otlp-traces-endpoint: where each sampled request's router span goes; null without it.
   std::unique_ptr<trace::SpanExporter> spans;
+  // Which worker answered each /v1/responses call, for the calls that continue one.
+  ResponseAffinity responses;
 };
 
 // The admin API's token check: a 401 response when --admin-token is set and the request does

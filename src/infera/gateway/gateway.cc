@@ -73,6 +73,15 @@ void GatewayMetrics::observe_completed(std::string_view model, double ttft_s, do
       .observe(duration_s);
 }
 
+void GatewayMetrics::count_affinity(std::string_view outcome) {
+  registry
+      .counter("infera_response_affinity_total",
+               "Responses API requests continuing a stored response (previous_response_id), by "
+               "outcome: pinned to the worker that answered it, unknown here, or unavailable.",
+               {{"outcome", std::string(outcome)}})
+      .inc();
+}
+
 void GatewayMetrics::count_generated(std::string_view model, uint64_t tokens) {
   registry
       .counter("infera_generation_tokens_total",

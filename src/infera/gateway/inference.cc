@@ -61,6 +61,10 @@ struct RoutedRequest {
   std::string metric_model;  // the model label: `model` when the fleet serves it, else ""
   RequestTrace trace;        // the client's trace context, or the one started here
   uint32_t prompt_tokens = 0;
+  // /v1/responses: the worker that answered the response this request continues ("": none or
+  // unknown), and whether the answer's id is to be remembered for the requests continuing it.
+  std::string pinned_worker;
+  bool remember_answer = false;
   double tokenize_s = 0;     // the router's own work on the prompt, for its span
   double hash_s = 0;
   std::vector<uint64_t> hashes;
@@ -331,6 +335,9 @@ class RequestOwner final : public proxy::Owner {
                                     ? to_seconds(relayed->first_byte - r_.start)
                                     : -1;
     const uint64_t generated = relayed != nullptr ? meter_.generated() : 0;
+    if (r_.remember_answer && status / 100 == 2 && !meter_.answer_id().empty()) {
+      g_.responses.remember(meter_.answer_id(), w.info->id, g_.clock.now());
+    }
     if (generated > 0) g_.metrics.count_generated(r_.metric_model, generated);
     request_done(g_, r_, {.request_id = r_.request_id, .route = r_.route, .model = r_.model,
                           .worker = w.info->id, .status = status, .prompt_tokens = r_.prompt_tokens,
@@ -361,6 +368,19 @@ class RequestOwner final : public proxy::Owner {
   uint64_t bootstrap_room() override { return random_u64() >> 1; }  // as SGLang's routers draw
 
  private:
+  // A continued response goes to the worker that answered it when that one is a candidate.
+  void pin(std::vector<kv::WorkerId>& candidates) {
+    for (const kv::WorkerId slot : candidates) {
+      const FleetMember* m = view_->by_slot(slot);
+      if (m != nullptr && m->info.id == r_.pinned_worker) {
+        candidates.assign(1, slot);
+        g_.metrics.count_affinity("pinned");
+        return;
+      }
+    }
+    g_.metrics.count_affinity("unavailable");
+  }
+
   // The pick's accounting once `m` holds the request: prediction metrics, the log, the worker.
   proxy::Picked finish_pick(routing::Stage stage, uint32_t attempt, const routing::Decision& d,
                             const FleetMember& m, proxy::Picked out);
@@ -399,6 +419,7 @@ net::awaitable<proxy::Picked> RequestOwner::pick(routing::Stage stage, uint32_t 
       if (attempt == 0) out.answer = shed_response(g_, r_, *view_, pick, stage);
       co_return out;
     }
+    if (attempt == 0 && !r_.pinned_worker.empty()) pin(candidates);
     const Nanos t_score = g_.clock.now();
     auto routed = g_.router->route(r_.hashes, r_.prompt_tokens, candidates, stage);
     const double score_s = to_seconds(g_.clock.now() - t_score);
@@ -489,6 +510,33 @@ struct EarlyAnswers {
   }
 };
 
+// The prompt's tokens and block hashes into `r` (tokenize, the prompt-size limit, hash, and
+// their metrics); the client's 400 when the prompt cannot be encoded or is too long (`param`:
+// the field that holds it).
+std::optional<http::Response> hash_prompt(GatewayContext& g, const EarlyAnswers& early,
+                                          OpenAiRequest& req, bool adapter, std::string_view param,
+                                          RoutedRequest& r) {
+  const http::ErrorContext ctx{.origin = http::ErrorOrigin::kRequestBody, .param = param};
+  Nanos tokenize_time{0};
+  Result<std::vector<uint32_t>> ids = prompt_tokens(g, req, tokenize_time);
+  if (!ids.ok()) return early.fail(ids.status(), ctx);
+  if (ids->size() > g.config.max_prompt_tokens) {
+    return early.fail(invalid_argument("the prompt has " + std::to_string(ids->size()) +
+                                       " tokens, more than this server accepts (" +
+                                       std::to_string(g.config.max_prompt_tokens) + ")"),
+                      ctx);
+  }
+  const Nanos t_hash = g.clock.now();
+  prompt_hashes(g, req, adapter, *ids, r.hashes);
+  const Nanos hash_time = g.clock.now() - t_hash;
+  g.metrics.tokenize.observe(to_seconds(tokenize_time));
+  g.metrics.hash.observe(to_seconds(hash_time));
+  r.prompt_tokens = static_cast<uint32_t>(ids->size());
+  r.tokenize_s = to_seconds(tokenize_time);
+  r.hash_s = to_seconds(hash_time);
+  return std::nullopt;
+}
+
 // The exchange of a request routed by `r` (proxy::exchange, with the gateway as its owner).
 net::awaitable<http::Response> exchange_routed(GatewayContext& g, std::shared_ptr<const FleetView> view,
                                                RoutedRequest r, bool split, http::Request& request,
@@ -545,31 +593,11 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
                             first_stage(g, *view, parsed->model));
   }
 
-  Nanos tokenize_time{0};
-  Result<std::vector<uint32_t>> ids = prompt_tokens(g, *parsed, tokenize_time);
-  if (!ids.ok()) {
-    co_return fail(ids.status(), {.origin = http::ErrorOrigin::kRequestBody,
-                                  .param = kind == ApiKind::kChatCompletions ? "messages" : "prompt"});
-  }
-  if (ids->size() > g.config.max_prompt_tokens) {
-    co_return fail(invalid_argument("the prompt has " + std::to_string(ids->size()) +
-                                    " tokens, more than this server accepts (" +
-                                    std::to_string(g.config.max_prompt_tokens) + ")"),
-                   {.origin = http::ErrorOrigin::kRequestBody,
-                    .param = kind == ApiKind::kChatCompletions ? "messages" : "prompt"});
-  }
-  const Nanos t_hash = g.clock.now();
-  std::vector<uint64_t> hashes;
-  prompt_hashes(g, *parsed, found.adapter, *ids, hashes);
-  const Nanos hash_time = g.clock.now() - t_hash;
-  g.metrics.tokenize.observe(to_seconds(tokenize_time));
-  g.metrics.hash.observe(to_seconds(hash_time));
-
   RoutedRequest r = early.routed(parsed->model);
-  r.prompt_tokens = static_cast<uint32_t>(ids->size());
-  r.tokenize_s = to_seconds(tokenize_time);
-  r.hash_s = to_seconds(hash_time);
-  r.hashes = std::move(hashes);
+  const std::string_view prompt_param = kind == ApiKind::kChatCompletions ? "messages" : "prompt";
+  if (std::optional<http::Response> bad = hash_prompt(g, early, *parsed, found.adapter, prompt_param, r)) {
+    co_return std::move(*bad);
+  }
   const bool split = g.fleet->split(*view, r.model);
   co_return co_await exchange_routed(g, std::move(view), std::move(r), split, request, out);
 }
@@ -577,7 +605,7 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
 namespace {
 
 // The OpenAI routes whose body names a model but whose prompt the router does not read
-// (embeddings, responses, rerank, score, detokenize): the same key check, model check,
+// (embeddings, rerank, score, detokenize): the same key check, model check,
 // admission, pick (by load: no block hashes) and exchange as completions, aggregated, the body
 // forwarded unchanged.
 net::awaitable<http::Response> handle_passthrough(GatewayContext& g, std::string route,
@@ -602,6 +630,41 @@ net::awaitable<http::Response> handle_passthrough(GatewayContext& g, std::string
                                      request, out);
 }
 
+// POST /v1/responses: prefix-aware when the router can know the prompt (its input rendered as
+// chat, as vLLM does), and a request continuing a stored response pinned to the worker that
+// answered it (ResponseAffinity), whose id the answer's first bytes give (TokenMeter).
+net::awaitable<http::Response> handle_responses(GatewayContext& g, http::Request& request,
+                                                http::ResponseWriter& out) {
+  EarlyAnswers early(g, "/v1/responses", request);
+  auto fail = [&](const Status& s, http::ErrorContext ctx) { return early.fail(s, ctx); };
+  if (std::optional<http::Response> denied = early.deny(request)) co_return std::move(*denied);
+  std::string param;
+  Result<ResponsesRequest> parsed = parse_responses_request(request.body, g.limits, &param);
+  if (!parsed.ok()) co_return fail(parsed.status(), {.origin = http::ErrorOrigin::kRequestBody, .param = param});
+  auto view = g.fleet->view();
+  const Fleet::ModelLookup found = g.fleet->lookup(*view, parsed->model);
+  if (found.served) early.metric_model = parsed->model;
+  if (!parsed->model.empty() && found.models_known && !found.served) {
+    co_return fail(not_found("the model '" + parsed->model + "' does not exist"),
+                   {.param = "model", .code = "model_not_found"});
+  }
+  if (g.config.max_inflight_per_worker != 0 && queue_full(g, *view, parsed->model)) {
+    co_return shed_response(g, early.routed(parsed->model), *view, Pick::kQueueFull, routing::Stage::kAggregated);
+  }
+  RoutedRequest r = early.routed(parsed->model);
+  r.remember_answer = true;
+  if (parsed->chat) {
+    if (std::optional<http::Response> bad = hash_prompt(g, early, *parsed->chat, found.adapter, "input", r)) {
+      co_return std::move(*bad);
+    }
+  }
+  if (!parsed->previous_response_id.empty()) {
+    r.pinned_worker = g.responses.worker_of(parsed->previous_response_id, g.clock.now());
+    if (r.pinned_worker.empty()) g.metrics.count_affinity("unknown");
+  }
+  co_return co_await exchange_routed(g, std::move(view), std::move(r), /*split=*/false, request, out);
+}
+
 }  // namespace
 
 void add_inference_routes(GatewayContext& g, http::Routes& routes) {
@@ -614,7 +677,9 @@ void add_inference_routes(GatewayContext& g, http::Routes& routes) {
                return handle_inference(g, ApiKind::kCompletions, r, w);
              });
   // vLLM's /detokenize goes to a worker too: the engine's own tokenizer answers.
-  for (const char* path : {"/v1/embeddings", "/v1/responses", "/v1/rerank", "/v1/score", "/detokenize"}) {
+  routes.add(http::Method::kPost, "/v1/responses",
+             [&g](http::Request& r, http::ResponseWriter& w) { return handle_responses(g, r, w); });
+  for (const char* path : {"/v1/embeddings", "/v1/rerank", "/v1/score", "/detokenize"}) {
     routes.add(http::Method::kPost, path, [&g, path](http::Request& r, http::ResponseWriter& w) {
       return handle_passthrough(g, path, r, w);
     });

@@ -505,6 +505,21 @@ Result<OpenAiRequest> parse_completions(std::string_view body, const RequestLimi
   return detail::parse_completions_by_boost(body, limits, param);
 }
 
+// A chat prompt (tokenizer::ChatPrompt) into the request, with its media digest.
+void set_chat_prompt(OpenAiRequest& r, tokenizer::ChatPrompt chat) {
+  r.messages = std::move(chat.messages);
+  if (const tokenizer::MediaParts media = tokenizer::media_parts(r.messages); !media.bytes.empty()) {
+    r.media_digest = kv::media_digest(media.bytes);
+    r.media_first_message = media.first_message;
+  }
+  r.tools = std::move(chat.tools);
+  r.add_generation_prompt = chat.add_generation_prompt;
+  r.continue_final_message = chat.continue_final_message;
+  r.chat_template_kwargs = std::move(chat.chat_template_kwargs);
+  r.add_special_tokens = chat.add_special_tokens;
+  r.num_prompts = 1;
+}
+
 }  // namespace
 
 Result<OpenAiRequest> parse_openai_request(ApiKind kind, std::string_view body,
@@ -531,18 +546,35 @@ Result<OpenAiRequest> parse_openai_request(ApiKind kind, std::string_view body,
   // The chat prompt's fields, read by the parser the simulated engine uses too.
   INFERA_ASSIGN_OR_RETURN(tokenizer::ChatPrompt chat,
                           tokenizer::parse_chat_prompt(o, limits.max_messages, param));
-  r.messages = std::move(chat.messages);
-  if (const tokenizer::MediaParts media = tokenizer::media_parts(r.messages); !media.bytes.empty()) {
-    r.media_digest = kv::media_digest(media.bytes);
-    r.media_first_message = media.first_message;
-  }
-  r.tools = std::move(chat.tools);
-  r.add_generation_prompt = chat.add_generation_prompt;
-  r.continue_final_message = chat.continue_final_message;
-  r.chat_template_kwargs = std::move(chat.chat_template_kwargs);
-  r.add_special_tokens = chat.add_special_tokens;
-  r.num_prompts = 1;
+  set_chat_prompt(r, std::move(chat));
   return r;
+}
+
+Result<ResponsesRequest> parse_responses_request(std::string_view body, const RequestLimits& limits,
+                                                 std::string* param) {
+  json::parse_options opts;
+  opts.max_depth = limits.max_json_depth;
+  boost::system::error_code ec;
+  const json::value root = json::parse(body, ec, {}, opts);
+  if (ec) return json_error(ec, limits);
+  if (!root.is_object()) return invalid_argument("request body must be a JSON object");
+  const json::object& o = root.get_object();
+  ResponsesRequest out;
+  if (const json::value* m = o.if_contains("model"); m && !m->is_null()) {
+    if (!m->is_string()) return field_error(param, "model", "'model' must be a string");
+    out.model = std::string(m->get_string());
+  }
+  INFERA_ASSIGN_OR_RETURN(tokenizer::ResponsesPrompt prompt,
+                          tokenizer::parse_responses_prompt(o, limits.max_messages, param));
+  out.previous_response_id = std::move(prompt.previous_response_id);
+  if (prompt.chat) {
+    OpenAiRequest r;
+    r.kind = ApiKind::kChatCompletions;
+    r.model = out.model;
+    set_chat_prompt(r, std::move(*prompt.chat));
+    out.chat = std::move(r);
+  }
+  return out;
 }
 
 Result<std::string> parse_model_field(std::string_view body, const RequestLimits& limits,

@@ -62,8 +62,19 @@ struct OpenAiRequest {
 Result<OpenAiRequest> parse_openai_request(ApiKind kind, std::string_view body,
                                            const RequestLimits& limits, std::string* param = nullptr);
 
+// POST /v1/responses as the router reads it: the model, the response it continues, and its
+// prompt as a chat request (tokenizer::parse_responses_prompt) when the router can know it
+// (none with a previous_response_id, tools or items other than messages).
+struct ResponsesRequest {
+  std::string model;                 // "" when absent
+  std::string previous_response_id;  // "" when absent
+  std::optional<OpenAiRequest> chat;
+};
+Result<ResponsesRequest> parse_responses_request(std::string_view body, const RequestLimits& limits,
+                                                 std::string* param = nullptr);
+
 // The `model` of a body the gateway routes by load without reading its prompt (/v1/embeddings,
-// /v1/responses, /v1/rerank, /v1/score); "" when absent. The body must be a JSON object within
+// /v1/rerank, /v1/score, /detokenize); "" when absent. The body must be a JSON object within
 // `limits`' depth; the rest of it is the worker's to judge.
 Result<std::string> parse_model_field(std::string_view body, const RequestLimits& limits,
                                       std::string* param = nullptr);

@@ -40,7 +40,23 @@ bool TokenMeter::line(std::string_view text) {
   return true;
 }
 
+void TokenMeter::find_id(std::string_view piece) {
+  constexpr size_t kHead = 4096;
+  constexpr std::string_view kIdKey = "\"id\":\"";
+  head_.append(piece.substr(0, kHead - std::min(kHead, head_.size())));
+  const size_t at = head_.find(kIdKey);
+  if (at != std::string::npos) {
+    const size_t from = at + kIdKey.size();
+    const size_t end = head_.find('"', from);
+    if (end != std::string::npos && end - from <= 128) id_ = head_.substr(from, end - from);
+    if (end != std::string::npos || head_.size() - from > 128) id_done_ = true;
+  }
+  if (head_.size() >= kHead) id_done_ = true;
+  if (id_done_) std::string().swap(head_);
+}
+
 void TokenMeter::feed(std::string_view piece, Nanos now) {
+  if (!id_done_) find_id(piece);
   if (!sse_) {
     // A whole JSON answer: its usage, found across piece boundaries through a short tail.
     partial_.append(piece);

@@ -32,11 +32,15 @@ class TokenMeter {
   uint64_t output_events() const { return events_; }
   std::optional<uint64_t> completion_tokens() const { return usage_; }
   uint64_t generated() const { return usage_.value_or(events_); }
+  // The answer's id: the first `"id":"..."` value in its first 4 KiB ("resp_...", "chatcmpl-...",
+  // at most 128 bytes); "" when there is none.
+  const std::string& answer_id() const { return id_; }
 
  private:
   // A complete SSE line; returns whether it was an output event.
   bool line(std::string_view text);
   void find_usage(std::string_view text);
+  void find_id(std::string_view piece);
 
   std::function<void(double)> on_gap_;
   bool sse_ = false;
@@ -45,6 +49,9 @@ class TokenMeter {
   uint64_t events_ = 0;
   std::optional<uint64_t> usage_;
   Nanos last_output_{0};  // 0: no output yet
+  std::string head_;      // the answer's first bytes, until its id is found
+  bool id_done_ = false;
+  std::string id_;
 };
 
 }  // namespace infera::proxy

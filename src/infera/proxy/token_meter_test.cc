@@ -62,6 +62,26 @@ TEST(TokenMeterTest, AWholeJsonAnswerIsCountedByItsUsage) {
   EXPECT_EQ(m.output_events(), 0u);
 }
 
+TEST(TokenMeterTest, TheAnswersIdIsItsFirstIdField) {
+  TokenMeter whole;
+  whole.start(false);
+  whole.feed(R"({"id":"resp_0a1b)", ms(1));
+  whole.feed(R"(2c","object":"response","output":[{"id":"msg_1"}]})", ms(2));
+  EXPECT_EQ(whole.answer_id(), "resp_0a1b2c");
+  TokenMeter stream;
+  stream.start(true);
+  stream.feed("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_9\"}}\n\n", ms(1));
+  EXPECT_EQ(stream.answer_id(), "resp_9");
+  TokenMeter none;
+  none.start(false);
+  none.feed(std::string(5000, ' ') + R"({"id":"late"})", ms(1));
+  EXPECT_EQ(none.answer_id(), "");
+  TokenMeter huge;
+  huge.start(false);
+  huge.feed(R"({"id":")" + std::string(300, 'x') + R"("})", ms(1));
+  EXPECT_EQ(huge.answer_id(), "");
+}
+
 TEST(TokenMeterTest, GarbageAndHugeLinesCountNothing) {
   TokenMeter m;
   m.start(true);

@@ -102,6 +102,92 @@ Result<ChatPrompt> parse_chat_prompt(const json::object& body, uint32_t max_mess
   return c;
 }
 
+namespace {
+
+// One Responses content part as the chat part vLLM reads it; null when it has no chat form.
+std::optional<json::object> chat_part(const json::value& part) {
+  const json::object* p = part.if_object();
+  const json::value* type = p != nullptr ? p->if_contains("type") : nullptr;
+  if (type == nullptr || !type->is_string()) return std::nullopt;
+  const json::string& t = type->get_string();
+  if (t == "input_text" || t == "output_text" || t == "text") {
+    const json::value* text = p->if_contains("text");
+    if (text == nullptr || !text->is_string()) return std::nullopt;
+    return json::object{{"type", "text"}, {"text", text->get_string()}};
+  }
+  if (t == "input_image") {
+    const json::value* url = p->if_contains("image_url");
+    if (url == nullptr || !url->is_string()) return std::nullopt;
+    return json::object{{"type", "image_url"}, {"image_url", json::object{{"url", url->get_string()}}}};
+  }
+  return std::nullopt;
+}
+
+// One input item as a chat message; null when it is not a message the router can read.
+std::optional<json::object> chat_message(const json::value& item) {
+  const json::object* m = item.if_object();
+  if (m == nullptr) return std::nullopt;
+  if (const json::value* type = m->if_contains("type"); type != nullptr && *type != "message") {
+    return std::nullopt;
+  }
+  const json::value* role = m->if_contains("role");
+  const json::value* content = m->if_contains("content");
+  if (role == nullptr || !role->is_string() || content == nullptr) return std::nullopt;
+  if (content->is_string()) return json::object{{"role", role->get_string()}, {"content", content->get_string()}};
+  if (!content->is_array()) return std::nullopt;
+  json::array parts;
+  for (const json::value& part : content->get_array()) {
+    std::optional<json::object> p = chat_part(part);
+    if (!p) return std::nullopt;
+    parts.push_back(std::move(*p));
+  }
+  return json::object{{"role", role->get_string()}, {"content", std::move(parts)}};
+}
+
+}  // namespace
+
+Result<ResponsesPrompt> parse_responses_prompt(const json::object& body, uint32_t max_messages,
+                                               std::string* param) {
+  ResponsesPrompt out;
+  const json::value* input = present(body, "input");
+  if (input == nullptr) return field_error(param, "input", "'input' is required");
+  if (!input->is_string() && !input->is_array()) {
+    return field_error(param, "input", "'input' must be a string or a list of items");
+  }
+  if (input->is_array() && input->get_array().size() > max_messages) {
+    return field_error(param, "input", "too many input items (" +
+                                           std::to_string(input->get_array().size()) + " > " +
+                                           std::to_string(max_messages) + ")");
+  }
+  if (const json::value* prev = present(body, "previous_response_id")) {
+    if (!prev->is_string() || prev->get_string().size() > 256) {
+      return field_error(param, "previous_response_id", "'previous_response_id' must be a string");
+    }
+    out.previous_response_id = std::string(prev->get_string());
+    return out;
+  }
+  if (present(body, "tools") != nullptr) return out;
+  ChatPrompt c;
+  if (const json::value* instructions = present(body, "instructions"); instructions != nullptr) {
+    if (!instructions->is_string()) {
+      return field_error(param, "instructions", "'instructions' must be a string");
+    }
+    c.messages.push_back(json::object{{"role", "system"}, {"content", instructions->get_string()}});
+  }
+  if (input->is_string()) {
+    c.messages.push_back(json::object{{"role", "user"}, {"content", input->get_string()}});
+  } else {
+    for (const json::value& item : input->get_array()) {
+      std::optional<json::object> m = chat_message(item);
+      if (!m) return out;  // an item the router cannot read: the prompt is the worker's alone
+      c.messages.push_back(std::move(*m));
+    }
+  }
+  if (c.messages.empty()) return field_error(param, "input", "'input' must not be empty");
+  out.chat = std::move(c);
+  return out;
+}
+
 json::array flatten_content(const json::array& messages) {
   json::array out = messages;
   for (json::value& m : out) {

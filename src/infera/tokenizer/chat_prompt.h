@@ -36,6 +36,22 @@ struct ChatPrompt {
 Result<ChatPrompt> parse_chat_prompt(const boost::json::object& body, uint32_t max_messages,
                                      std::string* param = nullptr);
 
+// A Responses API request (POST /v1/responses) as a chat prompt, the way vLLM's
+// serving_responses builds its messages: `instructions` as a system message, then `input` (a
+// string: one user message; a list: its message items, each {"role", "content"} with an
+// optional "type":"message", content a string or parts; input_text and output_text parts are
+// text parts, input_image an image_url part). `chat` is empty when the router cannot know the
+// prompt: a `previous_response_id` (the conversation so far lives on the worker that answered
+// it), `tools`, or an item that is not a message (function calls, reasoning); such a request is
+// routed by load (and by its previous response's worker). Errors (InvalidArgument, `param` set):
+// `input` missing or of another type, more than `max_messages` items.
+struct ResponsesPrompt {
+  std::optional<ChatPrompt> chat;
+  std::string previous_response_id;  // "" when absent
+};
+Result<ResponsesPrompt> parse_responses_prompt(const boost::json::object& body, uint32_t max_messages,
+                                               std::string* param = nullptr);
+
 // `messages` with list-of-parts content replaced by its text parts joined by '\n' (other parts
 // dropped): vLLM's "string" content format, for templates that do not loop over the parts.
 boost::json::array flatten_content(const boost::json::array& messages);

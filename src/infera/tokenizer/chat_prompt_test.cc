@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <string>
 
@@ -89,6 +90,53 @@ TEST(ChatPromptTest, BadFieldsAreInvalidArgumentNamingTheField) {
   auto too_many = parse(R"({"messages":[{"role":"a"},{"role":"b"},{"role":"c"}]})", &param, 2);
   ASSERT_FALSE(too_many.ok());
   EXPECT_EQ(param, "messages");
+}
+
+Result<ResponsesPrompt> responses(std::string_view body, std::string* param = nullptr) {
+  return parse_responses_prompt(json::parse(body).as_object(), 4, param);
+}
+
+TEST(ResponsesPromptTest, InstructionsAndInputBecomeChatMessagesAsVllmBuildsThem) {
+  auto r = responses(R"({"model":"m","instructions":"be brief","input":"hi","store":true})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_TRUE(r->chat.has_value());
+  EXPECT_EQ(json::serialize(r->chat->messages),
+            R"([{"role":"system","content":"be brief"},{"role":"user","content":"hi"}])");
+  EXPECT_TRUE(r->chat->add_generation_prompt);
+  r = responses(R"({"input":[{"role":"user","content":[{"type":"input_text","text":"a"},
+                 {"type":"input_image","image_url":"data:image/png;base64,AA"}]},
+                 {"type":"message","role":"assistant","content":[{"type":"output_text","text":"b"}]}]})");
+  ASSERT_TRUE(r.ok() && r->chat.has_value());
+  EXPECT_EQ(json::serialize(r->chat->messages),
+            R"([{"role":"user","content":[{"type":"text","text":"a"},)"
+            R"({"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}}]},)"
+            R"({"role":"assistant","content":[{"type":"text","text":"b"}]}])");
+}
+
+TEST(ResponsesPromptTest, WhatTheRouterCannotKnowIsRoutedByLoad) {
+  auto r = responses(R"({"input":"more","previous_response_id":"resp_1"})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->chat.has_value());
+  EXPECT_EQ(r->previous_response_id, "resp_1");
+  for (const char* body : {R"({"input":"x","tools":[{"type":"function","name":"f"}]})",
+                           R"({"input":[{"type":"function_call_output","call_id":"c","output":"1"}]})",
+                           R"({"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]})"}) {
+    r = responses(body);
+    ASSERT_TRUE(r.ok()) << body;
+    EXPECT_FALSE(r->chat.has_value()) << body;
+  }
+}
+
+TEST(ResponsesPromptTest, BadInputIsInvalidArgumentNamingTheField) {
+  std::string param;
+  for (const char* body : {R"({"model":"m"})", R"({"input":7})", R"({"input":[]})",
+                           R"({"input":[1,2,3,4,5]})", R"({"input":"x","instructions":3})",
+                           R"({"input":"x","previous_response_id":5})"}) {
+    auto r = responses(body, &param);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << body;
+    EXPECT_FALSE(param.empty()) << body;
+  }
 }
 
 TEST(ChatPromptTest, FlattenJoinsTextPartsAndDropsTheOthers) {
