@@ -510,6 +510,27 @@ struct EarlyAnswers {
   }
 };
 
+// What every routed request checks once its model is known: the model label, the 404 for a
+// model no worker of a fleet that lists its models serves, and the 429 when the queue is full
+// (before the costly part: rendering and tokenizing a long chat prompt costs the gateway about a
+// millisecond, parsing it tens of microseconds, and the request would get the same 429 after
+// tokenization; under a flood that is the difference between refusing thousands of requests a
+// second and refusing a few hundred while the admitted ones wait for the same cores). An answer
+// ends the request.
+std::optional<http::Response> admit_model(GatewayContext& g, EarlyAnswers& early, const FleetView& view,
+                                          const std::string& model, const Fleet::ModelLookup& found,
+                                          routing::Stage stage) {
+  if (found.served) early.metric_model = model;
+  if (!model.empty() && found.models_known && !found.served) {
+    return early.fail(not_found("the model '" + model + "' does not exist"),
+                      {.param = "model", .code = "model_not_found"});
+  }
+  if (g.config.max_inflight_per_worker != 0 && queue_full(g, view, model)) {
+    return shed_response(g, early.routed(model), view, Pick::kQueueFull, stage);
+  }
+  return std::nullopt;
+}
+
 // The prompt's tokens and block hashes into `r` (tokenize, the prompt-size limit, hash, and
 // their metrics); the client's 400 when the prompt cannot be encoded or is too long (`param`:
 // the field that holds it).
@@ -577,20 +598,9 @@ net::awaitable<http::Response> handle_inference(GatewayContext& g, ApiKind kind,
   }
   const auto view = g.fleet->view();
   const Fleet::ModelLookup found = g.fleet->lookup(*view, parsed->model);
-  if (found.served) early.metric_model = parsed->model;
-  if (!parsed->model.empty() && found.models_known && !found.served) {
-    co_return fail(not_found("the model '" + parsed->model + "' does not exist"),
-                   {.param = "model", .code = "model_not_found"});
-  }
-
-  if (g.config.max_inflight_per_worker != 0 && queue_full(g, *view, parsed->model)) {
-    // Shed before the costly part: rendering and tokenizing a long chat prompt costs the
-    // gateway about a millisecond, parsing it tens of microseconds, and this request would
-    // get the same 429 after tokenization. Under a flood (or clients retrying at once) that
-    // is the difference between refusing thousands of requests a second and refusing a few
-    // hundred while the requests already admitted wait for the same cores.
-    co_return shed_response(g, early.routed(parsed->model), *view, Pick::kQueueFull,
-                            first_stage(g, *view, parsed->model));
+  if (std::optional<http::Response> answer = admit_model(g, early, *view, parsed->model, found,
+                                                         first_stage(g, *view, parsed->model))) {
+    co_return std::move(*answer);
   }
 
   RoutedRequest r = early.routed(parsed->model);
@@ -618,13 +628,9 @@ net::awaitable<http::Response> handle_passthrough(GatewayContext& g, std::string
   if (!model.ok()) co_return fail(model.status(), {.origin = http::ErrorOrigin::kRequestBody, .param = param});
   auto view = g.fleet->view();
   const Fleet::ModelLookup found = g.fleet->lookup(*view, *model);
-  if (found.served) early.metric_model = *model;
-  if (!model->empty() && found.models_known && !found.served) {
-    co_return fail(not_found("the model '" + *model + "' does not exist"),
-                   {.param = "model", .code = "model_not_found"});
-  }
-  if (g.config.max_inflight_per_worker != 0 && queue_full(g, *view, *model)) {
-    co_return shed_response(g, early.routed(*model), *view, Pick::kQueueFull, routing::Stage::kAggregated);
+  if (std::optional<http::Response> answer =
+          admit_model(g, early, *view, *model, found, routing::Stage::kAggregated)) {
+    co_return std::move(*answer);
   }
   co_return co_await exchange_routed(g, std::move(view), early.routed(std::move(*model)), /*split=*/false,
                                      request, out);
@@ -643,13 +649,9 @@ net::awaitable<http::Response> handle_responses(GatewayContext& g, http::Request
   if (!parsed.ok()) co_return fail(parsed.status(), {.origin = http::ErrorOrigin::kRequestBody, .param = param});
   auto view = g.fleet->view();
   const Fleet::ModelLookup found = g.fleet->lookup(*view, parsed->model);
-  if (found.served) early.metric_model = parsed->model;
-  if (!parsed->model.empty() && found.models_known && !found.served) {
-    co_return fail(not_found("the model '" + parsed->model + "' does not exist"),
-                   {.param = "model", .code = "model_not_found"});
-  }
-  if (g.config.max_inflight_per_worker != 0 && queue_full(g, *view, parsed->model)) {
-    co_return shed_response(g, early.routed(parsed->model), *view, Pick::kQueueFull, routing::Stage::kAggregated);
+  if (std::optional<http::Response> answer =
+          admit_model(g, early, *view, parsed->model, found, routing::Stage::kAggregated)) {
+    co_return std::move(*answer);
   }
   RoutedRequest r = early.routed(parsed->model);
   r.remember_answer = true;

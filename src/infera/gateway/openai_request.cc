@@ -505,6 +505,25 @@ Result<OpenAiRequest> parse_completions(std::string_view body, const RequestLimi
   return detail::parse_completions_by_boost(body, limits, param);
 }
 
+// A body that must be one JSON object within `limits`' depth.
+Result<json::value> parse_object(std::string_view body, const RequestLimits& limits) {
+  json::parse_options opts;
+  opts.max_depth = limits.max_json_depth;
+  boost::system::error_code ec;
+  json::value root = json::parse(body, ec, {}, opts);
+  if (ec) return json_error(ec, limits);
+  if (!root.is_object()) return invalid_argument("request body must be a JSON object");
+  return root;
+}
+
+// The body's "model": "" when absent or null.
+Result<std::string> model_field(const json::object& o, std::string* param) {
+  const json::value* m = o.if_contains("model");
+  if (m == nullptr || m->is_null()) return std::string();
+  if (!m->is_string()) return field_error(param, "model", "'model' must be a string");
+  return std::string(m->get_string());
+}
+
 // A chat prompt (tokenizer::ChatPrompt) into the request, with its media digest.
 void set_chat_prompt(OpenAiRequest& r, tokenizer::ChatPrompt chat) {
   r.messages = std::move(chat.messages);
@@ -525,20 +544,11 @@ void set_chat_prompt(OpenAiRequest& r, tokenizer::ChatPrompt chat) {
 Result<OpenAiRequest> parse_openai_request(ApiKind kind, std::string_view body,
                                            const RequestLimits& limits, std::string* param) {
   if (kind == ApiKind::kCompletions) return parse_completions(body, limits, param);
-  json::parse_options opts;
-  opts.max_depth = limits.max_json_depth;
-  boost::system::error_code ec;
-  json::value root = json::parse(body, ec, {}, opts);
-  if (ec) return json_error(ec, limits);
-  if (!root.is_object()) return invalid_argument("request body must be a JSON object");
+  INFERA_ASSIGN_OR_RETURN(const json::value root, parse_object(body, limits));
   const json::object& o = root.get_object();
   OpenAiRequest r;
   r.kind = kind;
-
-  if (const json::value* m = o.if_contains("model"); m && !m->is_null()) {
-    if (!m->is_string()) return field_error(param, "model", "'model' must be a string");
-    r.model = std::string(m->get_string());
-  }
+  INFERA_ASSIGN_OR_RETURN(r.model, model_field(o, param));
   if (const json::value* s = o.if_contains("stream"); s && !s->is_null()) {
     if (!s->is_bool()) return field_error(param, "stream", "'stream' must be a boolean");
     r.stream = s->get_bool();
@@ -552,18 +562,10 @@ Result<OpenAiRequest> parse_openai_request(ApiKind kind, std::string_view body,
 
 Result<ResponsesRequest> parse_responses_request(std::string_view body, const RequestLimits& limits,
                                                  std::string* param) {
-  json::parse_options opts;
-  opts.max_depth = limits.max_json_depth;
-  boost::system::error_code ec;
-  const json::value root = json::parse(body, ec, {}, opts);
-  if (ec) return json_error(ec, limits);
-  if (!root.is_object()) return invalid_argument("request body must be a JSON object");
+  INFERA_ASSIGN_OR_RETURN(const json::value root, parse_object(body, limits));
   const json::object& o = root.get_object();
   ResponsesRequest out;
-  if (const json::value* m = o.if_contains("model"); m && !m->is_null()) {
-    if (!m->is_string()) return field_error(param, "model", "'model' must be a string");
-    out.model = std::string(m->get_string());
-  }
+  INFERA_ASSIGN_OR_RETURN(out.model, model_field(o, param));
   INFERA_ASSIGN_OR_RETURN(tokenizer::ResponsesPrompt prompt,
                           tokenizer::parse_responses_prompt(o, limits.max_messages, param));
   out.previous_response_id = std::move(prompt.previous_response_id);
@@ -579,16 +581,8 @@ Result<ResponsesRequest> parse_responses_request(std::string_view body, const Re
 
 Result<std::string> parse_model_field(std::string_view body, const RequestLimits& limits,
                                       std::string* param) {
-  json::parse_options opts;
-  opts.max_depth = limits.max_json_depth;
-  boost::system::error_code ec;
-  const json::value root = json::parse(body, ec, {}, opts);
-  if (ec) return json_error(ec, limits);
-  if (!root.is_object()) return invalid_argument("request body must be a JSON object");
-  const json::value* m = root.get_object().if_contains("model");
-  if (m == nullptr || m->is_null()) return std::string();
-  if (!m->is_string()) return field_error(param, "model", "'model' must be a string");
-  return std::string(m->get_string());
+  INFERA_ASSIGN_OR_RETURN(const json::value root, parse_object(body, limits));
+  return model_field(root.get_object(), param);
 }
 
 Result<std::vector<uint32_t>> encode_prompt(const tokenizer::PromptEncoder& encoder,
