@@ -783,6 +783,31 @@ TEST(GatewayE2eTest, ApiKeysFromAFileRotateOnSighupAndBrowsersGetCors) {
   fs::remove(keys);
 }
 
+// The official client calling the endpoints beside completions through the gateway, with and
+// without the API key: models.retrieve, embeddings (base64, as the SDK asks), and a Responses
+// conversation continued over five turns with previous_response_id across two engines that
+// each keep only their own responses (the router pins the conversation to its worker).
+TEST(GatewayE2eTest, TheOfficialClientReachesEveryEndpointThroughTheRouter) {
+  auto e0 = start_engine("endpoints_e0", {"--speedup-ratio", "100"});
+  auto e1 = start_engine("endpoints_e1", {"--speedup-ratio", "100"});
+  ASSERT_TRUE(e0->ready() && e1->ready());
+  auto server = start_server("endpoints_server", {"--worker", e0->worker_flag(), "--worker", e1->worker_flag(),
+                                                  "--api-key", "sk-endpoints"});
+  ASSERT_TRUE(server->ready()) << server->log();
+  ASSERT_TRUE(eventually([&] { return fleet_is(server->port(), {e0->id(), e1->id()}); })) << server->log();
+  const fs::path log = server->dir() / "node.log";
+  auto rc = run_process({INFERA_NODE, std::string(INFERA_SOURCE_DIR) + "/tests/tools/gateway/openai_endpoints.mjs",
+                         server->url(), std::string(kModel), "sk-endpoints"},
+                        Ms(120'000), log.string());
+  ASSERT_TRUE(rc.ok()) << rc.status().to_string();
+  const std::string out = read_text(log);
+  EXPECT_EQ(*rc, 0) << out << "\nserver log:\n" << server->log();
+  EXPECT_NE(out.find(R"("denied":3)"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("turns":5)"), std::string::npos) << out;
+  const std::string metrics = get(server->port(), "/metrics").body;  // --api-key guards the OpenAI routes only
+  EXPECT_EQ(metric_sum(metrics, "infera_response_affinity_total"), 4) << metrics;
+}
+
 // --log-format json: every line the server writes to stderr is one JSON object, and each
 // request has one access line (served, invalid, unknown model), carrying the client's trace id.
 // --access-log=false: none.

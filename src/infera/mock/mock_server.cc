@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 #include <optional>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "infera/launcher/worker_record.h"
 #include "infera/mock/kv_transfer.h"
 #include "infera/mock/openai_api.h"
+#include "infera/mock/response_store.h"
 #include "infera/mock/text_codec.h"
 #include "infera/mock/vllm_metrics.h"
 
@@ -135,6 +137,10 @@ class Api {
           [this](http::Request& req, http::ResponseWriter& out) {
             return generate(ApiKind::kChat, req, out);
           });
+    r.add(http::Method::kPost, "/v1/responses",
+          [this](http::Request& req, http::ResponseWriter&) { return respond(req); });
+    r.add(http::Method::kPost, "/v1/embeddings",
+          [this](http::Request& req, http::ResponseWriter&) { return ready(embed(req)); });
     add_pull_route(r);
     return r;
   }
@@ -173,14 +179,19 @@ class Api {
     return static_cast<uint32_t>(max_tokens);
   }
 
-  std::string next_id(ApiKind kind) {
-    uint64_t state = id_seed_ + ids_.fetch_add(1, std::memory_order_relaxed);
+  // 32 hex digits, unique in this engine's life; `salt` sets them apart from other engines'.
+  std::string next_hex(uint64_t salt = 0) {
+    uint64_t state = (id_seed_ ^ salt) + ids_.fetch_add(1, std::memory_order_relaxed);
     const uint64_t a = splitmix64(state);
     const uint64_t b = splitmix64(state);
     char hex[33];
     std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(a),
                   static_cast<unsigned long long>(b));
-    return (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + std::string(hex);
+    return std::string(hex);
+  }
+
+  std::string next_id(ApiKind kind) {
+    return (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + next_hex();
   }
 
   // A prefill's answer for the decode side, shaped like vLLM's NixlConnector's: the held
@@ -281,25 +292,17 @@ class Api {
   // The first choice of each prompt reports the prompt's cached tokens.
   static bool counts_cache(const GenerateRequest& r, uint32_t choice) { return choice % r.n == 0; }
 
-  // generate()'s answer in one piece: the JSON completion, a held prefill's answer, or a
-  // streamed prefill's events at once. The arguments live in generate()'s frame.
-  net::awaitable<http::Response> answer_whole(const GenerateRequest& r,
-                                              const std::vector<PreparedPrompt>& prepared,
-                                              const PdPlan& plan, const ResponseMeta& meta,
-                                              RequestStream& stream, Usage& usage,
-                                              std::vector<OutputDetokenizer>& detok,
-                                              http::ResponseWriter& out) {
-    const bool hold = plan.part == PdPart::kHold;
-    const size_t num_choices = detok.size();
+  // Drains `stream` into whole answers: each choice's text is appended to results[choice].text
+  // and its finish reason set; usage counts the output and the cached prompt tokens; `held`
+  // receives a prefill's held blocks. kCancelled: the client left.
+  net::awaitable<Status> collect(const GenerateRequest& r, RequestStream& stream, Usage& usage,
+                                 std::vector<OutputDetokenizer>& detok,
+                                 std::vector<ChoiceResult>& results, std::vector<uint32_t>& held) {
     std::vector<ChoiceOutput> outputs;
-    std::vector<ChoiceResult> results(num_choices);
-    std::vector<uint32_t> held;
-    for (size_t i = 0; i < num_choices; ++i) results[i].text = prepared[i / r.n].echo_text;
     for (;;) {
       const Status st = co_await stream.next(outputs);
-      if (st.code() == StatusCode::kCancelled) co_return http::Response{};  // client left
-      if (!st.ok()) co_return http::error_response(st);
-      if (outputs.empty()) break;
+      if (!st.ok()) co_return st;
+      if (outputs.empty()) co_return ok_status();
       for (const ChoiceOutput& o : outputs) {
         ChoiceResult& c = results[o.choice];
         c.text += detok[o.choice].next(o.token);
@@ -312,6 +315,24 @@ class Api {
         if (!o.held_blocks.empty()) held = o.held_blocks;
       }
     }
+  }
+
+  // generate()'s answer in one piece: the JSON completion, a held prefill's answer, or a
+  // streamed prefill's events at once. The arguments live in generate()'s frame.
+  net::awaitable<http::Response> answer_whole(const GenerateRequest& r,
+                                              const std::vector<PreparedPrompt>& prepared,
+                                              const PdPlan& plan, const ResponseMeta& meta,
+                                              RequestStream& stream, Usage& usage,
+                                              std::vector<OutputDetokenizer>& detok,
+                                              http::ResponseWriter& out) {
+    const bool hold = plan.part == PdPart::kHold;
+    const size_t num_choices = detok.size();
+    std::vector<ChoiceResult> results(num_choices);
+    std::vector<uint32_t> held;
+    for (size_t i = 0; i < num_choices; ++i) results[i].text = prepared[i / r.n].echo_text;
+    const Status collected = co_await collect(r, stream, usage, detok, results, held);
+    if (collected.code() == StatusCode::kCancelled) co_return http::Response{};  // client left
+    if (!collected.ok()) co_return http::error_response(collected);
     std::string kv_params;
     if (hold) {
       // The blocks stay held for the decode side: vLLM's answers at once and names them;
@@ -395,6 +416,52 @@ class Api {
     co_return http::Response{};
   }
 
+  // The core's requests of a parsed request, submitted: `n` choices of each prompt, each with
+  // the prompt's output budget (an error naming `param` when the prompt does not fit);
+  // usage.prompt_tokens counts the prompts. The one path from a request to the core: completions,
+  // chat and responses all come through here.
+  Result<std::unique_ptr<RequestStream>> submit(const GenerateRequest& r,
+                                                const std::vector<PreparedPrompt>& prepared,
+                                                std::string_view lora, const PdPlan& plan,
+                                                bool remote_kv, Usage& usage, std::string* param) {
+    const bool hold = plan.part == PdPart::kHold;
+    std::vector<ChoiceSpec> choices;
+    choices.reserve(prepared.size() * r.n);
+    for (const PreparedPrompt& p : prepared) {
+      Result<uint32_t> max_tokens = budget(r, p.ids.size(), param);
+      if (!max_tokens.ok()) return max_tokens.status();
+      usage.prompt_tokens += p.ids.size();
+      // SGLang sends the same body (max_tokens and all) to both engines: its prefill engine
+      // runs the prompt and the first token, hands the blocks over and is done, and the decode
+      // engine generates the answer. (vLLM's router asks its prefill call for one token itself.)
+      const bool prefill_only = hold && plan.sglang;
+      for (uint32_t j = 0; j < r.n; ++j) {
+        ChoiceSpec c;
+        c.prompt = p.ids;
+        c.max_tokens = prefill_only ? 1 : *max_tokens;
+        c.min_tokens = prefill_only ? std::min(r.min_tokens, 1u) : r.min_tokens;
+        c.ignore_eos = r.ignore_eos;
+        c.hold_kv = hold;
+        c.remote_kv = remote_kv;
+        c.lora_name.assign(lora);
+        choices.push_back(std::move(c));
+      }
+    }
+    return runner_.submit(std::move(choices));
+  }
+
+  std::vector<OutputDetokenizer> detokenizers(size_t num_choices) const {
+    std::vector<OutputDetokenizer> detok;
+    detok.reserve(num_choices);
+    for (size_t i = 0; i < num_choices; ++i) detok.emplace_back(codec_);
+    return detok;
+  }
+
+  // The answer's "model": the adapter's name, or the served name for the base model.
+  std::string model_name(std::string_view lora) const {
+    return lora.empty() ? options_.served_name() : std::string(lora);
+  }
+
   net::awaitable<http::Response> generate(ApiKind kind, http::Request& req,
                                           http::ResponseWriter& out) {
     // What a router sent along (its request id and W3C trace context), for whoever debugs one.
@@ -441,46 +508,129 @@ class Api {
             .kv("error", pulled.status().message());
       }
     }
-    std::vector<ChoiceSpec> choices;
-    choices.reserve(prepared->size() * r.n);
     Usage usage;
-    for (PreparedPrompt& p : *prepared) {
-      Result<uint32_t> max_tokens = budget(r, p.ids.size(), &param);
-      if (!max_tokens.ok()) co_return bad_request(max_tokens.status(), param);
-      usage.prompt_tokens += p.ids.size();
-      // SGLang sends the same body (max_tokens and all) to both engines: its prefill engine
-      // runs the prompt and the first token, hands the blocks over and is done, and the decode
-      // engine generates the answer. (vLLM's router asks its prefill call for one token itself.)
-      const bool prefill_only = hold && plan.sglang;
-      for (uint32_t j = 0; j < r.n; ++j) {
-        ChoiceSpec c;
-        c.prompt = p.ids;
-        c.max_tokens = prefill_only ? 1 : *max_tokens;
-        c.min_tokens = prefill_only ? std::min(r.min_tokens, 1u) : r.min_tokens;
-        c.ignore_eos = r.ignore_eos;
-        c.hold_kv = hold;
-        c.remote_kv = remote_kv;
-        c.lora_name.assign(*lora);
-        choices.push_back(std::move(c));
-      }
-    }
-    const size_t num_choices = choices.size();
-    std::unique_ptr<RequestStream> stream = runner_.submit(std::move(choices));
+    Result<std::unique_ptr<RequestStream>> stream =
+        submit(r, *prepared, *lora, plan, remote_kv, usage, &param);
+    if (!stream.ok()) co_return bad_request(stream.status(), param);
 
     ResponseMeta meta;
     meta.kind = kind;
     meta.id = next_id(kind);
     meta.created = static_cast<int64_t>(std::time(nullptr));
-    meta.model = lora->empty() ? options_.served_name() : std::string(*lora);
-
-    std::vector<OutputDetokenizer> detok;
-    detok.reserve(num_choices);
-    for (size_t i = 0; i < num_choices; ++i) detok.emplace_back(codec_);
+    meta.model = model_name(*lora);
+    std::vector<OutputDetokenizer> detok = detokenizers(prepared->size() * r.n);
 
     if (!r.stream || hold) {
-      co_return co_await answer_whole(r, *prepared, plan, meta, *stream, usage, detok, out);
+      co_return co_await answer_whole(r, *prepared, plan, meta, **stream, usage, detok, out);
     }
-    co_return co_await answer_streamed(r, *prepared, meta, *stream, usage, detok, out);
+    co_return co_await answer_streamed(r, *prepared, meta, **stream, usage, detok, out);
+  }
+
+  // POST /v1/responses: a chat completion of the conversation (the stored one of
+  // previous_response_id, then this request's messages) through the chat path (submit, collect),
+  // answered in the Responses API's shape and stored for a later turn unless store is false.
+  net::awaitable<http::Response> respond(http::Request& req) {
+    std::string param;
+    Result<ResponsesRequest> parsed = parse_responses_request(req.body, &param);
+    if (!parsed.ok()) co_return bad_request(parsed.status(), param);
+    ResponsesRequest& r = *parsed;
+    GenerateRequest& g = r.generate;
+    const std::optional<std::string_view> lora = options_.lora_for(g.model);
+    if (!lora) co_return model_not_found(g.model);
+    if (!r.previous_response_id.empty()) {
+      std::optional<boost::json::array> before = responses_.find(r.previous_response_id);
+      if (!before) co_return previous_response_not_found(r.previous_response_id);
+      // vLLM's order: this request's instructions, the stored conversation (instructions are not
+      // carried over on their own), the new input.
+      boost::json::array& m = g.chat.messages;
+      m.insert(m.begin() + r.num_instructions, before->begin(), before->end());
+    }
+    Result<std::vector<PreparedPrompt>> prepared = prepare_prompts(codec_, g, &param);
+    if (!prepared.ok()) co_return bad_request(prepared.status(), responses_param(param));
+    Usage usage;
+    Result<std::unique_ptr<RequestStream>> stream =
+        submit(g, *prepared, *lora, PdPlan{}, false, usage, &param);
+    if (!stream.ok()) co_return bad_request(stream.status(), responses_param(param));
+    std::vector<OutputDetokenizer> detok = detokenizers(1);
+    std::vector<ChoiceResult> results(1);
+    std::vector<uint32_t> held;
+    const Status collected = co_await collect(g, **stream, usage, detok, results, held);
+    if (collected.code() == StatusCode::kCancelled) co_return http::Response{};  // client left
+    if (!collected.ok()) co_return http::error_response(collected);
+
+    ResponsesResult answer;
+    answer.id = "resp_" + next_hex(response_salt_);
+    answer.message_id = "msg_" + next_hex();
+    answer.created_at = static_cast<int64_t>(std::time(nullptr));
+    answer.model = model_name(*lora);
+    answer.text = std::move(results[0].text);
+    answer.usage = usage;
+    answer.instructions = r.instructions;
+    answer.max_output_tokens = g.max_tokens;
+    answer.previous_response_id = r.previous_response_id;
+    answer.store = r.store;
+    std::string body = responses_response(answer);
+    if (r.store) {
+      boost::json::array conversation = std::move(g.chat.messages);
+      conversation.push_back(boost::json::object{{"role", "assistant"}, {"content", answer.text}});
+      responses_.put(answer.id, std::move(conversation));
+    }
+    co_return http::Response::json(200, std::move(body));
+  }
+
+  // The chat path names the chat fields; a Responses request has its own.
+  static std::string_view responses_param(std::string_view param) {
+    if (param == "messages") return "input";
+    if (param == "max_tokens") return "max_output_tokens";
+    return param;
+  }
+
+  // As vLLM answers a previous_response_id it does not hold (e.g. one another instance stored).
+  static http::Response previous_response_not_found(const std::string& id) {
+    http::ErrorContext context;
+    context.param = "previous_response_id";
+    return http::error_response(not_found("Response with id '" + id + "' not found."), context);
+  }
+
+  // POST /v1/embeddings: each input tokenized as /tokenize does (ids checked against the
+  // vocabulary) and embedded by mock_embedding; no engine scheduling.
+  http::Response embed(const http::Request& req) {
+    constexpr size_t kMaxValues = size_t{1} << 22;  // floats per answer (inputs x dimensions)
+    std::string param;
+    Result<EmbeddingsRequest> parsed = parse_embeddings_request(req.body, &param);
+    if (!parsed.ok()) return bad_request(parsed.status(), param);
+    const EmbeddingsRequest& r = *parsed;
+    const std::optional<std::string_view> lora = options_.lora_for(r.model);
+    if (!lora) return model_not_found(r.model);
+    if (r.inputs.size() * r.dimensions > kMaxValues) {
+      return bad_request(invalid_argument("at most " + std::to_string(kMaxValues) +
+                                          " values (inputs x dimensions) per request"),
+                         "dimensions");
+    }
+    const uint32_t max_len = runner_.max_model_len();
+    std::vector<std::vector<float>> vectors;
+    vectors.reserve(r.inputs.size());
+    uint64_t tokens = 0;
+    for (const PromptInput& input : r.inputs) {
+      std::vector<TokenId> ids =
+          input.text ? codec_.encode(*input.text, r.add_special_tokens) : input.ids;
+      if (Status s = codec_.check_ids(ids); !s.ok()) return bad_request(s, "input");
+      if (ids.size() > max_len) {
+        return bad_request(
+            invalid_argument("This model's maximum context length is " + std::to_string(max_len) +
+                             " tokens. However, you requested " + std::to_string(ids.size()) +
+                             " tokens in the input for embedding generation. Please "
+                             "reduce the length of the input."),
+            "input");
+      }
+      tokens += ids.size();
+      vectors.push_back(mock_embedding(ids, r.dimensions));
+    }
+    ResponseMeta meta;
+    meta.id = "embd-" + next_hex();
+    meta.created = static_cast<int64_t>(std::time(nullptr));
+    meta.model = model_name(*lora);
+    return http::Response::json(200, embeddings_response(meta, vectors, r.base64, tokens));
   }
 
   http::Response tokenize(const http::Request& req) const {
@@ -539,6 +689,10 @@ class Api {
   std::atomic<uint64_t> ids_{0};
   const std::string engine_id_;  // vLLM's remote_engine_id: this engine's life
   std::atomic<uint16_t> port_{0};
+  ResponseStore responses_;  // /v1/responses answers, for previous_response_id
+  // Response ids are keys of a per-process store: engines started with the same --seed must not
+  // hand out the same ids, or one would answer for another's conversation.
+  const uint64_t response_salt_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
 };
 
 // The text codec: the tokenizer --tokenizer names, or a synthetic one of the engine's vocabulary.

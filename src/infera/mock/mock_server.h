@@ -1,10 +1,11 @@
 // MockEngine: `infera engine mock` as an object. It builds and owns, in order, the text codec
 // (tokenizer or synthetic), the KV-event publisher (vLLM's ZMQ PUB + ROUTER replay), the event
 // loop, the EngineRunner (the core on one strand, stepped by a timer in real time), the
-// OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /v1/models, /health,
-// /tokenize, /detokenize, /reset_prefix_cache, /metrics) and, with etcd discovery, the leased
-// worker record. shutdown() takes them down in reverse: deregister, stop accepting and drain
-// streams, stop the core, flush and stop the publisher, stop the loop.
+// OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /v1/responses with its
+// in-memory response store, /v1/embeddings, /v1/models, /health, /tokenize, /detokenize,
+// /reset_prefix_cache, /metrics) and, with etcd discovery, the leased worker record.
+// shutdown() takes them down in reverse: deregister, stop accepting and drain streams, stop the
+// core, flush and stop the publisher, stop the loop.
 // start/shutdown from one non-loop thread (main, or a test); accessors from any thread.
 #pragma once
 

@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <boost/json/parse.hpp>
 #include <boost/json/parse_options.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
+#include "infera/common/base64.h"
+#include "infera/common/random.h"
 #include "infera/http/error.h"
 #include "infera/http/sse.h"
 
@@ -129,25 +133,28 @@ class Parser {
     return ids;
   }
 
-  // prompt: "text" | ["text", ...] | [id, ...] | [[id, ...], ...]
-  Result<std::vector<PromptInput>> prompts(const json::value& v) {
+  // prompt: "text" | ["text", ...] | [id, ...] | [[id, ...], ...] (`field`: "prompt", or
+  // embeddings' "input"), at most `max_items` prompts.
+  Result<std::vector<PromptInput>> prompts(const json::value& v, std::string_view field = "prompt",
+                                           size_t max_items = kMaxPrompts) {
     std::vector<PromptInput> out;
-    auto empty = [&] { return fail("prompt", "the prompt must not be empty"); };
+    const std::string name(field);
+    auto empty = [&] { return fail(field, "the " + name + " must not be empty"); };
     if (v.is_string()) {
       if (v.get_string().empty()) return empty();
       out.push_back(PromptInput{std::string(v.get_string()), {}});
       return out;
     }
     if (!v.is_array()) {
-      return fail("prompt",
-                  "'prompt' must be a string, a list of strings, a list of token ids or a list "
-                  "of lists of token ids");
+      return fail(field, "'" + name +
+                             "' must be a string, a list of strings, a list of token ids or a "
+                             "list of lists of token ids");
     }
     const json::array& a = v.get_array();
     if (a.empty()) return empty();
     if (a.front().is_string() || a.front().is_array()) {
-      if (a.size() > kMaxPrompts) {
-        return fail("prompt", "at most " + std::to_string(kMaxPrompts) + " prompts per request");
+      if (a.size() > max_items) {
+        return fail(field, "at most " + std::to_string(max_items) + " " + name + "s per request");
       }
       for (const json::value& item : a) {
         if (item.is_string()) {
@@ -155,15 +162,15 @@ class Parser {
           out.push_back(PromptInput{std::string(item.get_string()), {}});
         } else if (item.is_array()) {
           if (item.get_array().empty()) return empty();
-          INFERA_ASSIGN_OR_RETURN(std::vector<TokenId> ids, token_ids(item.get_array(), "prompt"));
+          INFERA_ASSIGN_OR_RETURN(std::vector<TokenId> ids, token_ids(item.get_array(), field));
           out.push_back(PromptInput{std::nullopt, std::move(ids)});
         } else {
-          return fail("prompt", "each prompt of a list must be a string or a list of token ids");
+          return fail(field, "each " + name + " of a list must be a string or a list of token ids");
         }
       }
       return out;
     }
-    INFERA_ASSIGN_OR_RETURN(std::vector<TokenId> ids, token_ids(a, "prompt"));
+    INFERA_ASSIGN_OR_RETURN(std::vector<TokenId> ids, token_ids(a, field));
     out.push_back(PromptInput{std::nullopt, std::move(ids)});
     return out;
   }
@@ -386,6 +393,104 @@ Result<std::vector<TokenId>> parse_detokenize_request(std::string_view body, std
   return ids;
 }
 
+namespace {
+
+// The generation fields of a /v1/responses body, into `r`; other fields are ignored.
+Status parse_responses_fields(Parser& p, const json::object& o, ResponsesRequest& r) {
+  GenerateRequest& g = r.generate;
+  for (const auto& [key_sv, value] : o) {
+    const std::string_view key = key_sv;
+    if (value.is_null()) continue;
+    if (key == "model") {
+      INFERA_ASSIGN_OR_RETURN(g.model, p.string(value, key));
+    } else if (key == "stream") {
+      INFERA_ASSIGN_OR_RETURN(const bool stream, p.boolean(value, key));
+      if (stream) return p.fail(key, "streaming responses are not supported by the mock engine");
+    } else if (key == "store") {
+      INFERA_ASSIGN_OR_RETURN(r.store, p.boolean(value, key));
+    } else if (key == "max_output_tokens") {
+      INFERA_ASSIGN_OR_RETURN(const int64_t m, p.integer(value, key));
+      if (m < 1)
+        return p.fail(key, "'max_output_tokens' must be at least 1, got " + std::to_string(m));
+      g.max_tokens =
+          static_cast<uint32_t>(std::min<int64_t>(m, std::numeric_limits<uint32_t>::max()));
+    } else if (key == "min_tokens") {
+      INFERA_ASSIGN_OR_RETURN(const int64_t m, p.integer(value, key));
+      if (m < 0) return p.fail(key, "'min_tokens' must be greater than or equal to 0");
+      g.min_tokens =
+          static_cast<uint32_t>(std::min<int64_t>(m, std::numeric_limits<uint32_t>::max()));
+    } else if (key == "ignore_eos") {
+      INFERA_ASSIGN_OR_RETURN(g.ignore_eos, p.boolean(value, key));
+    } else if (key == "instructions") {
+      INFERA_ASSIGN_OR_RETURN(r.instructions, p.string(value, key));
+    } else if (key == "previous_response_id") {
+      INFERA_ASSIGN_OR_RETURN(r.previous_response_id, p.string(value, key));
+      if (r.previous_response_id.empty() || r.previous_response_id.size() > 256) {
+        return p.fail(key, "'previous_response_id' must be a response id");
+      }
+    }
+  }
+  if (g.max_tokens && g.min_tokens > *g.max_tokens) {
+    return p.fail("min_tokens", "min_tokens must be less than or equal to max_output_tokens");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<ResponsesRequest> parse_responses_request(std::string_view body, std::string* param) {
+  Parser p(param);
+  INFERA_ASSIGN_OR_RETURN(json::object o, p.parse_object(body));
+  ResponsesRequest r;
+  r.generate.kind = ApiKind::kChat;
+  INFERA_RETURN_IF_ERROR(parse_responses_fields(p, o, r));
+  // The gateway's reading of the prompt. It leaves `chat` empty under a previous_response_id
+  // (the conversation is the worker's): the new turn's messages are those of the body without it.
+  o.erase("previous_response_id");
+  INFERA_ASSIGN_OR_RETURN(tokenizer::ResponsesPrompt prompt,
+                          tokenizer::parse_responses_prompt(o, kMaxMessages, param));
+  if (!prompt.chat) return p.fail("input", "the mock engine reads only message items");
+  r.generate.chat = std::move(*prompt.chat);
+  r.num_instructions = r.instructions ? 1 : 0;
+  return r;
+}
+
+Result<EmbeddingsRequest> parse_embeddings_request(std::string_view body, std::string* param) {
+  constexpr size_t kMaxInputs = 2048;  // OpenAI's limit of inputs per request
+  constexpr int64_t kMaxDimensions = 4096;
+  Parser p(param);
+  INFERA_ASSIGN_OR_RETURN(json::object o, p.parse_object(body));
+  EmbeddingsRequest r;
+  bool has_input = false;
+  // vLLM's extra fields (truncate_prompt_tokens, normalize, user, ...) are accepted and ignored.
+  for (const auto& [key_sv, value] : o) {
+    const std::string_view key = key_sv;
+    if (value.is_null()) continue;
+    if (key == "model") {
+      INFERA_ASSIGN_OR_RETURN(r.model, p.string(value, key));
+    } else if (key == "input") {
+      INFERA_ASSIGN_OR_RETURN(r.inputs, p.prompts(value, key, kMaxInputs));
+      has_input = true;
+    } else if (key == "encoding_format") {
+      INFERA_ASSIGN_OR_RETURN(const std::string format, p.string(value, key));
+      if (format != "float" && format != "base64") {
+        return p.fail(key, "'encoding_format' must be \"float\" or \"base64\"");
+      }
+      r.base64 = format == "base64";
+    } else if (key == "dimensions") {
+      INFERA_ASSIGN_OR_RETURN(const int64_t d, p.integer(value, key));
+      if (d < 1 || d > kMaxDimensions) {
+        return p.fail(key, "'dimensions' must be between 1 and " + std::to_string(kMaxDimensions));
+      }
+      r.dimensions = static_cast<uint32_t>(d);
+    } else if (key == "add_special_tokens") {
+      INFERA_ASSIGN_OR_RETURN(r.add_special_tokens, p.boolean(value, key));
+    }
+  }
+  if (!has_input) return p.fail("input", "'input' is required");
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Responses
 
@@ -503,6 +608,124 @@ void StreamChunks::append_usage(std::string& out, const Usage& usage) const {
   out += R"(],"usage":)";
   append_usage_json(out, usage);
   out += "}\n\n";
+}
+
+std::string responses_response(const ResponsesResult& r) {
+  std::string out;
+  out.reserve(640 + r.text.size());
+  out += R"({"id":)";
+  http::append_json_string(out, r.id);
+  out += R"(,"object":"response","created_at":)";
+  out += std::to_string(r.created_at);
+  out += R"(,"model":)";
+  http::append_json_string(out, r.model);
+  out += R"(,"status":"completed","error":null,"incomplete_details":null,"instructions":)";
+  if (r.instructions) {
+    http::append_json_string(out, *r.instructions);
+  } else {
+    out += "null";
+  }
+  out += R"(,"max_output_tokens":)";
+  out += r.max_output_tokens ? std::to_string(*r.max_output_tokens) : std::string("null");
+  out += R"(,"output":[{"type":"message","id":)";
+  http::append_json_string(out, r.message_id);
+  out += R"(,"status":"completed","role":"assistant","content":[{"type":"output_text","text":)";
+  http::append_json_string(out, r.text);
+  out += R"(,"annotations":[]}]}],"parallel_tool_calls":true,"tool_choice":"auto","tools":[])";
+  out += R"(,"text":{"format":{"type":"text"}},"truncation":"disabled","metadata":{})";
+  out += R"(,"usage":{"input_tokens":)";
+  out += std::to_string(r.usage.prompt_tokens);
+  out += R"(,"input_tokens_details":{"cached_tokens":)";
+  out += std::to_string(r.usage.cached_tokens);
+  out += R"(},"output_tokens":)";
+  out += std::to_string(r.usage.completion_tokens);
+  out += R"(,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":)";
+  out += std::to_string(r.usage.prompt_tokens + r.usage.completion_tokens);
+  out += R"(},"previous_response_id":)";
+  if (r.previous_response_id.empty()) {
+    out += "null";
+  } else {
+    http::append_json_string(out, r.previous_response_id);
+  }
+  out += R"(,"store":)";
+  out += r.store ? "true" : "false";
+  out += '}';
+  return out;
+}
+
+std::vector<float> mock_embedding(std::span<const TokenId> ids, uint32_t dimensions) {
+  // Seeded by a hash of the ids (splitmix64 as the mixer), then `dimensions` draws in [-1, 1),
+  // normalized to unit length.
+  uint64_t seed = 0x656d62656464ULL ^ ids.size();
+  for (const TokenId id : ids) {
+    uint64_t state = seed ^ id;
+    seed = splitmix64(state);
+  }
+  std::vector<float> v(dimensions);
+  double norm2 = 0;
+  for (float& x : v) {
+    const uint64_t bits = splitmix64(seed);
+    const double u = static_cast<double>(bits >> 11) * 0x1.0p-53;  // [0, 1)
+    x = static_cast<float>(2.0 * u - 1.0);
+    norm2 += static_cast<double>(x) * static_cast<double>(x);
+  }
+  const double norm = std::sqrt(norm2);
+  if (norm > 0) {
+    for (float& x : v) x = static_cast<float>(static_cast<double>(x) / norm);
+  }
+  return v;
+}
+
+namespace {
+
+// float32 values, little-endian, in base64 (what OpenAI's encoding_format "base64" carries).
+std::string base64_floats(const std::vector<float>& v) {
+  std::string bytes;
+  bytes.reserve(v.size() * 4);
+  for (const float f : v) {
+    const auto u = std::bit_cast<uint32_t>(f);
+    for (int shift = 0; shift < 32; shift += 8) bytes += static_cast<char>((u >> shift) & 0xffu);
+  }
+  return base64_encode(bytes);
+}
+
+void append_floats(std::string& out, const std::vector<float>& v) {
+  out += '[';
+  char buf[32];
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) out += ',';
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v[i]);  // shortest round trip
+    out.append(buf, ec == std::errc() ? end : buf);
+  }
+  out += ']';
+}
+
+}  // namespace
+
+std::string embeddings_response(const ResponseMeta& meta,
+                                const std::vector<std::vector<float>>& embeddings, bool base64,
+                                uint64_t prompt_tokens) {
+  std::string out;
+  append_head(out, meta, "list");
+  out += R"(,"data":[)";
+  for (size_t i = 0; i < embeddings.size(); ++i) {
+    if (i > 0) out += ',';
+    out += R"({"object":"embedding","index":)";
+    out += std::to_string(i);
+    out += R"(,"embedding":)";
+    if (base64) {
+      http::append_json_string(out, base64_floats(embeddings[i]));
+    } else {
+      append_floats(out, embeddings[i]);
+    }
+    out += '}';
+  }
+  out += R"(],"usage":{"prompt_tokens":)";
+  out += std::to_string(prompt_tokens);
+  out += R"(,"total_tokens":)";
+  out += std::to_string(prompt_tokens);
+  out += R"(,"completion_tokens":0,"prompt_tokens_details":null}})";
+  return out;
 }
 
 std::string models_response(std::string_view served_name, std::string_view root,

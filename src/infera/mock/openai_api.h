@@ -1,9 +1,10 @@
 // The simulated engine's OpenAI surface as vLLM serves it: request bodies of /v1/completions,
-// /v1/chat/completions and /tokenize parsed without throwing into typed structs (a wrong type,
-// an empty prompt, max_tokens <= 0 or an unknown field is an InvalidArgument naming the field,
-// answered 400 by http::error_response), and the JSON the engine answers with: whole responses,
-// SSE chunks, the usage chunk, /v1/models. Byte-level shapes follow vLLM's protocol.py and
-// OpenAI's API reference. Pure functions; any thread.
+// /v1/chat/completions, /v1/responses, /v1/embeddings and /tokenize parsed without throwing into
+// typed structs (a wrong type, an empty prompt, max_tokens <= 0 or an unknown field is an
+// InvalidArgument naming the field, answered 400 by http::error_response), and the JSON the
+// engine answers with: whole responses, SSE chunks, the usage chunk, /v1/models, embeddings.
+// Byte-level shapes follow vLLM's protocol.py and OpenAI's API reference. Pure functions; any
+// thread.
 #pragma once
 
 #include <cstdint>
@@ -70,6 +71,36 @@ struct GenerateRequest {
 Result<GenerateRequest> parse_generate_request(ApiKind kind, std::string_view body,
                                                std::string* param = nullptr);
 
+// POST /v1/responses (the Responses API as vLLM serves it, not streamed). The prompt is read by
+// the gateway's tokenizer::parse_responses_prompt: `instructions` as a system message, then the
+// message items of `input`. previous_response_id is only read here; the server puts the stored
+// conversation between the instructions and the new input (vLLM's serving_responses order).
+// Unknown fields are ignored (the API has many); stream=true, non-message items and tools are
+// errors.
+struct ResponsesRequest {
+  // kind kChat; `chat` the new turn's messages; max_tokens from max_output_tokens, ignore_eos,
+  // min_tokens as for chat.
+  GenerateRequest generate;
+  std::string previous_response_id;  // "" when absent
+  size_t num_instructions = 0;       // 1 when chat.messages starts with `instructions`
+  std::optional<std::string> instructions;
+  bool store = true;
+};
+Result<ResponsesRequest> parse_responses_request(std::string_view body,
+                                                 std::string* param = nullptr);
+
+// POST /v1/embeddings (vLLM's shape): input as a string, strings, token ids or lists of token ids
+// (at most 2048 items, none empty).
+struct EmbeddingsRequest {
+  std::string model;
+  std::vector<PromptInput> inputs;
+  bool base64 = false;       // encoding_format "base64": little-endian float32, base64
+  uint32_t dimensions = 16;  // 1..4096
+  bool add_special_tokens = true;
+};
+Result<EmbeddingsRequest> parse_embeddings_request(std::string_view body,
+                                                   std::string* param = nullptr);
+
 // POST /tokenize (vLLM): {"prompt": "..."} or {"messages": [...], ...}.
 struct TokenizeRequest {
   std::string model;
@@ -130,6 +161,29 @@ class StreamChunks {
   bool chat_;
   std::string head_;  // `data: {` ... `,"choices":[`
 };
+
+// A whole /v1/responses answer: one assistant message with one output_text part.
+struct ResponsesResult {
+  std::string id;          // "resp_..."
+  std::string message_id;  // "msg_..."
+  int64_t created_at = 0;  // unix seconds
+  std::string model;
+  std::string text;
+  Usage usage;  // prompt_tokens -> input_tokens, completion_tokens -> output_tokens
+  std::optional<std::string> instructions;
+  std::optional<uint32_t> max_output_tokens;
+  std::string previous_response_id;  // "" -> null
+  bool store = true;
+};
+std::string responses_response(const ResponsesResult& r);
+
+// The deterministic unit-length embedding of `ids` (float32, `dimensions` values): a function of
+// the ids alone, so equal inputs embed equally.
+std::vector<float> mock_embedding(std::span<const engine::TokenId> ids, uint32_t dimensions);
+// A whole /v1/embeddings answer; `embeddings[i]` is input i's.
+std::string embeddings_response(const ResponseMeta& meta,
+                                const std::vector<std::vector<float>>& embeddings, bool base64,
+                                uint64_t prompt_tokens);
 
 // A LoRA adapter served under its own model name (vLLM --lora-modules NAME=PATH).
 struct LoraModule {
