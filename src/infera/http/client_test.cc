@@ -14,35 +14,18 @@
 #include "infera/http/net.h"
 #include "infera/http/server.h"
 #include "infera/http/sse.h"
+#include "infera/http/test_run.h"
 #include "infera/http/test_support.h"
 
 namespace infera::http {
 namespace {
 
 using testing::Ms;
+using testing::run;
 using testing::SilentListener;
 using testing::TestClock;
 using testing::wait_until;
 
-// Runs a coroutine on the loop and waits for its result. A test that cannot finish in time
-// aborts: the coroutine still references the test's locals.
-template <typename T>
-T run(EventLoop& loop, net::awaitable<T> task, Ms deadline = Ms(20000)) {
-  std::promise<T> done;
-  auto result = done.get_future();
-  // Through an awaitable<void>: co_spawn's completion needs a default-constructible T.
-  net::co_spawn(
-      net::make_strand(loop.context()),
-      [&]() -> net::awaitable<void> { done.set_value(co_await std::move(task)); },
-      [&done](std::exception_ptr e) {
-        if (e) done.set_exception(e);
-      });
-  if (result.wait_for(deadline) != std::future_status::ready) {
-    ADD_FAILURE() << "coroutine did not finish in time";
-    std::abort();
-  }
-  return result.get();
-}
 
 // Reads a whole request header from a raw socket; false on EOF.
 bool read_request_head(int fd, std::string& buffer) {

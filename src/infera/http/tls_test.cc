@@ -13,6 +13,7 @@
 #include "infera/http/net.h"
 #include "infera/http/server.h"
 #include "infera/http/sse.h"
+#include "infera/http/test_run.h"
 #include "infera/http/test_support.h"
 #include "infera/http/tls.h"
 #include "infera/http/tls_files.h"
@@ -22,29 +23,12 @@ namespace infera::http {
 namespace {
 
 using testing::Ms;
+using testing::run;
 using testing::RawConn;
 using testing::TestCa;
 using testing::TestClock;
 using testing::wait_until;
 
-// Runs a coroutine on the loop and waits for its result (aborts if it cannot finish: it
-// references the test's locals).
-template <typename T>
-T run(EventLoop& loop, net::awaitable<T> task, Ms deadline = Ms(20000)) {
-  std::promise<T> done;
-  auto result = done.get_future();
-  net::co_spawn(
-      net::make_strand(loop.context()),
-      [&]() -> net::awaitable<void> { done.set_value(co_await std::move(task)); },
-      [&done](const std::exception_ptr& e) {
-        if (e) done.set_exception(e);
-      });
-  if (result.wait_for(deadline) != std::future_status::ready) {
-    ADD_FAILURE() << "coroutine did not finish in time";
-    std::abort();
-  }
-  return result.get();
-}
 
 Request get(std::string target) {
   Request r;
