@@ -112,6 +112,9 @@ TEST(PrometheusE2eTest, ARealPrometheusScrapesTheServerAndPromQlSeesTheRequests)
   EXPECT_TRUE(prometheus.sees(R"(count(process_open_fds{job="infera"} < process_max_fds{job="infera"}))", 1));
   // The last scrape took every sample the server offered, none rejected.
   EXPECT_TRUE(prometheus.sees(R"(count(scrape_samples_scraped{job="infera"} > 100))", 1));
+  // A stream, for the inter-token latency panel (whole answers have no gaps between tokens).
+  ASSERT_EQ(post(s, "/v1/completions", completion_body(token_ids(50, 64), 4, /*stream=*/true)).status, 200);
+  EXPECT_TRUE(prometheus.sees(R"(sum(infera_generation_tokens_total{job="infera",model="m"}))", 5 * 2 + 4));
 
   // The Grafana dashboard (deploy/grafana): every panel's query is valid PromQL over documented
   // metrics and, with this traffic, returns series.
