@@ -475,7 +475,18 @@ inline Routed send_traced(uint16_t server, std::string_view target, std::string_
     }
     return served == 1 && (!stores_blocks || stored > stored_before);
   });
-  EXPECT_TRUE(settled) << "the server did not settle after a request";
+  if (!settled) {  // what the router's view still showed, to tell which condition held out
+    std::string view;
+    for (const auto& [id, w] : after.value_or(WorkerTable{})) {
+      const auto old = before->find(id);
+      view += " " + id + ": requests " + std::to_string(w.requests) + " (was " +
+              std::to_string(old == before->end() ? 0 : old->second.requests) + "), inflight " +
+              std::to_string(w.inflight) + ", active " + std::to_string(w.active_requests) +
+              ", stored " + std::to_string(w.blocks_stored) + ", events " + w.events_state + ";";
+    }
+    ADD_FAILURE() << "the server did not settle after a request (blocks stored before: "
+                  << stored_before << ");" << view;
+  }
   if (!after) return out;
   for (const auto& [id, w] : *after) {
     auto old = before->find(id);
