@@ -97,39 +97,4 @@ Result<LoadModelOptions> resolve_load_options(const config::LoadModelFlags& f) {
   return o;
 }
 
-LoadTerms load_terms(const LoadModelOptions& o, const kv::WorkerLoad& load, uint32_t predicted_hits,
-                     const kv::EngineReading* engine, double blocks_per_request) {
-  LoadTerms t;
-  if (o.model == LoadModel::kActiveBlocks) {
-    t.total = static_cast<double>(load.active_blocks);
-    return t;
-  }
-  const uint32_t waiting =
-      load.prefill_blocks > predicted_hits ? load.prefill_blocks - predicted_hits : 0;
-  t.prefill = o.prefill_weight * static_cast<double>(waiting);
-  t.decode = o.decode_weight * static_cast<double>(load.decode_blocks);
-  if (engine != nullptr) {
-    // Requests the engine holds beyond the ones we routed there are someone else's (another
-    // router, a direct client). Those of its queue beyond our own requests in prefill wait
-    // ahead of ours; the rest decode beside them.
-    const uint32_t total = engine->waiting + engine->running;
-    const uint32_t hidden = total > engine->ours_active ? total - engine->ours_active : 0;
-    const uint32_t queued =
-        engine->waiting > engine->ours_prefill ? engine->waiting - engine->ours_prefill : 0;
-    const uint32_t hidden_waiting = std::min(hidden, queued);
-    const uint32_t hidden_running = hidden - hidden_waiting;
-    t.hidden =
-        (o.prefill_weight * hidden_waiting + o.decode_weight * hidden_running) * blocks_per_request;
-  }
-  t.total = t.prefill + t.decode + t.hidden;
-  return t;
-}
-
-double credited_hits(const TierCredit& c, uint32_t gpu, uint32_t predicted, uint32_t lower,
-                     uint32_t disk) {
-  const uint32_t on_disk = std::min(disk, lower);
-  return c.gpu * static_cast<double>(gpu + predicted) +
-         c.cpu * static_cast<double>(lower - on_disk) + c.disk * static_cast<double>(on_disk);
-}
-
 }  // namespace infera::routing

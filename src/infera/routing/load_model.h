@@ -18,9 +18,10 @@
 // overload_blocks is busy and its hits earn it nothing while another candidate is not busy, so a
 // hot prefix cannot pile onto one worker however high the overlap weight; when every candidate
 // is busy, affinity is dropped and the request goes by load alone.
-// Pure functions of their inputs; any thread.
+// Pure functions of their inputs; any thread. The two a decision calls per candidate are inline.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -85,13 +86,42 @@ struct LoadTerms {
 // the worker's fresh engine reading, if any (prefill-aware only): the requests it holds beyond
 // this router's at the reading are someone else's (other routers, direct clients), each taken
 // to need `blocks_per_request` blocks of prefill while queued and to hold as many while running.
-LoadTerms load_terms(const LoadModelOptions& options, const kv::WorkerLoad& load,
-                     uint32_t predicted_hits = 0, const kv::EngineReading* engine = nullptr,
-                     double blocks_per_request = 0);
+inline LoadTerms load_terms(const LoadModelOptions& o, const kv::WorkerLoad& load,
+                            uint32_t predicted_hits = 0, const kv::EngineReading* engine = nullptr,
+                            double blocks_per_request = 0) {
+  LoadTerms t;
+  if (o.model == LoadModel::kActiveBlocks) {
+    t.total = static_cast<double>(load.active_blocks);
+    return t;
+  }
+  const uint32_t waiting =
+      load.prefill_blocks > predicted_hits ? load.prefill_blocks - predicted_hits : 0;
+  t.prefill = o.prefill_weight * static_cast<double>(waiting);
+  t.decode = o.decode_weight * static_cast<double>(load.decode_blocks);
+  if (engine != nullptr) {
+    // Requests the engine holds beyond the ones we routed there are someone else's (another
+    // router, a direct client). Those of its queue beyond our own requests in prefill wait
+    // ahead of ours; the rest decode beside them.
+    const uint32_t total = engine->waiting + engine->running;
+    const uint32_t hidden = total > engine->ours_active ? total - engine->ours_active : 0;
+    const uint32_t queued =
+        engine->waiting > engine->ours_prefill ? engine->waiting - engine->ours_prefill : 0;
+    const uint32_t hidden_waiting = std::min(hidden, queued);
+    const uint32_t hidden_running = hidden - hidden_waiting;
+    t.hidden =
+        (o.prefill_weight * hidden_waiting + o.decode_weight * hidden_running) * blocks_per_request;
+  }
+  t.total = t.prefill + t.decode + t.hidden;
+  return t;
+}
 
 // The hits a candidate is credited with: GPU and predicted blocks at the GPU credit, then the
 // lower-tier run (`lower` blocks, `disk` of them only on disk) at the CPU and disk credits.
-double credited_hits(const TierCredit& credit, uint32_t gpu, uint32_t predicted, uint32_t lower,
-                     uint32_t disk);
+inline double credited_hits(const TierCredit& c, uint32_t gpu, uint32_t predicted, uint32_t lower,
+                            uint32_t disk) {
+  const uint32_t on_disk = std::min(disk, lower);
+  return c.gpu * static_cast<double>(gpu + predicted) +
+         c.cpu * static_cast<double>(lower - on_disk) + c.disk * static_cast<double>(on_disk);
+}
 
 }  // namespace infera::routing
