@@ -63,7 +63,37 @@ struct Fleet {
   testing::KvPopulation pop;
 };
 
-void report(benchmark::State& state, std::vector<double>& us, uint64_t hits) {
+// Routes the fleet's prompt once per iteration (registered, then released, so load stays flat)
+// and reports p50/p99. `cold`: the prompt is hashed beforehand and 64 MiB are written between
+// iterations, as the simulator's engine steps evict the router's data between two decisions;
+// otherwise hashing is part of each decision.
+void run_decisions(benchmark::State& state, Fleet& fleet, bool cold) {
+  auto router = Router::create(fleet.options, fleet.index, fleet.load, &fleet.predicted);
+  if (!router.ok()) {
+    state.SkipWithError("router");
+    return;
+  }
+  const auto& prompt = fleet.pop.shared_prompt;
+  std::vector<uint64_t> hashes;
+  if (cold) kv::compute_seq_hashes(prompt, kBs, kv::kHashSeed, hashes);
+  std::vector<char> evict(cold ? 64 << 20 : 0);
+  std::vector<double> us;
+  uint64_t hits = 0;
+  char round = 0;
+  for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      std::fill(evict.begin(), evict.end(), ++round);
+      state.ResumeTiming();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!cold) kv::compute_seq_hashes(prompt, kBs, kv::kHashSeed, hashes);
+    auto routed = (*router)->route(hashes, static_cast<uint32_t>(prompt.size()), fleet.workers);
+    const auto t1 = std::chrono::steady_clock::now();
+    hits += routed->decision.chosen().cache_hits;
+    (*router)->release(routed->ticket);
+    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
   std::sort(us.begin(), us.end());
   state.counters["p50_us"] = us[us.size() / 2];
   state.counters["p99_us"] = us[us.size() * 99 / 100];
@@ -74,28 +104,9 @@ void report(benchmark::State& state, std::vector<double>& us, uint64_t hits) {
 // defaults: predicted-on-route on, every decision also writes and reads predicted entries),
 // then the number of workers.
 void BM_RoutingDecision(benchmark::State& state) {
-  const bool prefill_aware = state.range(0) == 2;
-  Fleet fleet(prefill_aware, static_cast<uint32_t>(state.range(1)), 256, 512);
+  Fleet fleet(state.range(0) == 2, static_cast<uint32_t>(state.range(1)), 256, 512);
   if (state.range(0) == 0) fleet.options.policy = "round-robin";
-  auto router = Router::create(fleet.options, fleet.index, fleet.load, &fleet.predicted);
-  if (!router.ok()) {
-    state.SkipWithError("router");
-    return;
-  }
-  std::vector<uint64_t> hashes;
-  std::vector<double> us;
-  uint64_t hits = 0;
-  const auto& prompt = fleet.pop.shared_prompt;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    kv::compute_seq_hashes(prompt, kBs, kv::kHashSeed, hashes);
-    auto routed = (*router)->route(hashes, static_cast<uint32_t>(prompt.size()), fleet.workers);
-    const auto t1 = std::chrono::steady_clock::now();
-    hits += routed->decision.chosen().cache_hits;
-    (*router)->release(routed->ticket);
-    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-  }
-  report(state, us, hits);
+  run_decisions(state, fleet, false);
 }
 BENCHMARK(BM_RoutingDecision)
     ->ArgNames({"policy", "workers"})
@@ -106,39 +117,15 @@ BENCHMARK(BM_RoutingDecision)
     ->Args({1, 1000})
     ->Unit(benchmark::kMicrosecond);
 
-// The decision alone (the prompt hashed beforehand), starting cold as in the simulator, where
-// the engines' steps between two decisions evict the router's data: 64 MiB are written between
-// iterations. The prompt is `blocks` long and `holders` workers hold all of it (a conversation's
-// worker or two; a prefix many share), so the walk through the index is as long as the prompt.
-// Args: policy (1, 2 as above), workers, blocks, holders.
+// The decision alone, starting cold as in the simulator (run_decisions). The prompt is `blocks`
+// long and `holders` workers hold all of it (a conversation's worker or two; a prefix many share),
+// so the walk through the index is as long as the prompt. Args: policy (1, 2 as above), workers,
+// blocks, holders.
 void BM_RoutingDecisionCold(benchmark::State& state) {
   const uint32_t blocks = static_cast<uint32_t>(state.range(2));
   Fleet fleet(state.range(0) == 2, static_cast<uint32_t>(state.range(1)), blocks, blocks,
               static_cast<uint32_t>(state.range(3)));
-  auto router = Router::create(fleet.options, fleet.index, fleet.load, &fleet.predicted);
-  if (!router.ok()) {
-    state.SkipWithError("router");
-    return;
-  }
-  std::vector<uint64_t> hashes;
-  const auto& prompt = fleet.pop.shared_prompt;
-  kv::compute_seq_hashes(prompt, kBs, kv::kHashSeed, hashes);
-  std::vector<char> evict(64 << 20);
-  std::vector<double> us;
-  uint64_t hits = 0;
-  char round = 0;
-  for (auto _ : state) {
-    state.PauseTiming();
-    std::fill(evict.begin(), evict.end(), ++round);
-    state.ResumeTiming();
-    const auto t0 = std::chrono::steady_clock::now();
-    auto routed = (*router)->route(hashes, static_cast<uint32_t>(prompt.size()), fleet.workers);
-    const auto t1 = std::chrono::steady_clock::now();
-    hits += routed->decision.chosen().cache_hits;
-    (*router)->release(routed->ticket);
-    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-  }
-  report(state, us, hits);
+  run_decisions(state, fleet, true);
 }
 BENCHMARK(BM_RoutingDecisionCold)
     ->ArgNames({"policy", "workers", "blocks", "holders"})
