@@ -3,7 +3,7 @@
 // real ZMQ SUB socket, and client disconnects aborting requests in the core.
 #include "infera/mock/mock_server.h"
 
-#include "tests/support/dev_transports.h"
+#include "infera/mock/mock_test_support.h"
 
 #include <gtest/gtest.h>
 
@@ -35,48 +35,10 @@ using std::chrono::milliseconds;
 
 const std::string kModelsDir = INFERA_MODELS_DIR;
 
-std::unique_ptr<MockEngine> start_engine(std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--host", "127.0.0.1", "--port", "0", "--speedup-ratio",
-                                   "1000", "--log-level", "warn", "--model", "mock"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  bool help = false;
-  std::string text;
-  auto options = parse_mock_flags(infera::testing::with_dev_transports(args), &help, &text);
-  EXPECT_TRUE(options.ok()) << options.status().to_string();
-  if (!options.ok()) return nullptr;
-  auto engine = MockEngine::start(std::move(*options));
-  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-  return engine.ok() ? std::move(*engine) : nullptr;
-}
-
-std::string request_text(std::string_view method, std::string_view target, std::string_view body) {
-  std::string r = std::string(method) + " " + std::string(target) +
-                  " HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: " +
-                  std::to_string(body.size()) + "\r\n\r\n";
-  r += body;
-  return r;
-}
-
-RawResponse call(uint16_t port, std::string_view method, std::string_view target,
-                 std::string_view body = {}) {
-  RawConn c(port);
-  EXPECT_TRUE(c.ok());
-  EXPECT_TRUE(c.send_all(request_text(method, target, body)));
-  RawResponse r = c.read_response(milliseconds(20'000));
-  EXPECT_TRUE(r.complete) << target;
-  return r;
-}
-
-json::object object_of(std::string_view text) {
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  EXPECT_FALSE(ec) << text;
-  if (ec || !v.is_object()) {
-    ADD_FAILURE() << "not a JSON object: " << text;
-    return {};
-  }
-  return std::move(v.get_object());
-}
+using testing::call;
+using testing::object_of;
+using testing::request_text;
+using testing::start_engine;
 
 // Splits an SSE body into its JSON events; `done` says whether [DONE] ended it.
 std::vector<json::object> sse_events(const std::string& body, bool* done) {

@@ -16,50 +16,19 @@
 #include "infera/common/base64.h"
 #include "infera/http/test_support.h"
 #include "infera/mock/mock_server.h"
-#include "tests/support/dev_transports.h"
+#include "infera/mock/mock_test_support.h"
 
 namespace infera::mock {
 namespace {
 
 namespace json = boost::json;
-using http::testing::RawConn;
 using http::testing::RawResponse;
-using std::chrono::milliseconds;
 
-std::unique_ptr<MockEngine> start_engine() {
-  std::vector<std::string> args = {"--host", "127.0.0.1",   "--port", "0",       "--speedup-ratio",
-                                   "1000",   "--log-level", "warn",   "--model", "mock"};
-  bool help = false;
-  std::string text;
-  auto options = parse_mock_flags(infera::testing::with_dev_transports(args), &help, &text);
-  EXPECT_TRUE(options.ok()) << options.status().to_string();
-  if (!options.ok()) return nullptr;
-  auto engine = MockEngine::start(std::move(*options));
-  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-  return engine.ok() ? std::move(*engine) : nullptr;
-}
+using testing::object_of;
+using testing::start_engine;
 
 RawResponse post(uint16_t port, std::string_view target, std::string_view body) {
-  RawConn c(port);
-  EXPECT_TRUE(c.ok());
-  std::string r = "POST " + std::string(target) +
-                  " HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: " +
-                  std::to_string(body.size()) + "\r\n\r\n";
-  r += body;
-  EXPECT_TRUE(c.send_all(r));
-  RawResponse res = c.read_response(milliseconds(20'000));
-  EXPECT_TRUE(res.complete) << target;
-  return res;
-}
-
-json::object object_of(std::string_view text) {
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  if (ec || !v.is_object()) {
-    ADD_FAILURE() << "not a JSON object: " << text;
-    return {};
-  }
-  return std::move(v.get_object());
+  return testing::call(port, "POST", target, body);
 }
 
 int64_t usage_of(const json::object& o, const char* key) {
