@@ -572,10 +572,13 @@ net::awaitable<http::Response> exchange_routed(GatewayContext& g, std::shared_pt
   spec.tracestate = r.trace.tracestate;
   // The stream's gaps go to the model's histogram, looked up at the first one.
   metrics::Histogram* itl = nullptr;
-  proxy::TokenMeter meter([&g, &r, &itl](double gap_s) {
-    if (itl == nullptr) itl = &g.metrics.inter_token_latency(r.metric_model);
-    itl->observe(gap_s);
-  });
+  // The answer's id only where it is remembered (/v1/responses).
+  proxy::TokenMeter meter(
+      [&g, &r, &itl](double gap_s) {
+        if (itl == nullptr) itl = &g.metrics.inter_token_latency(r.metric_model);
+        itl->observe(gap_s);
+      },
+      r.remember_answer);
   spec.meter = &meter;
   RequestOwner owner(g, std::move(view), r, meter);
   proxy::WriterDownstream downstream(out);

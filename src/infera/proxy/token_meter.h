@@ -21,8 +21,10 @@ namespace infera::proxy {
 class TokenMeter {
  public:
   // `on_gap(seconds)`: once per output event after the first; events that arrive in one piece
-  // share the gap since the previous piece's output equally.
-  explicit TokenMeter(std::function<void(double)> on_gap = {}) : on_gap_(std::move(on_gap)) {}
+  // share the gap since the previous piece's output equally. `want_id`: look for the answer's
+  // id (answer_id()); off, the answer's first bytes are not copied.
+  explicit TokenMeter(std::function<void(double)> on_gap = {}, bool want_id = false)
+      : on_gap_(std::move(on_gap)), id_done_(!want_id) {}
 
   // Before the first piece: whether the answer is an event stream.
   void start(bool sse) { sse_ = sse; }
@@ -32,8 +34,8 @@ class TokenMeter {
   uint64_t output_events() const { return events_; }
   std::optional<uint64_t> completion_tokens() const { return usage_; }
   uint64_t generated() const { return usage_.value_or(events_); }
-  // The answer's id: the first `"id":"..."` value in its first 4 KiB ("resp_...", "chatcmpl-...",
-  // at most 128 bytes); "" when there is none.
+  // With want_id, the answer's id: the first `"id":"..."` value in its first 4 KiB ("resp_...",
+  // "chatcmpl-...", at most 128 bytes); "" when there is none, or without want_id.
   const std::string& answer_id() const { return id_; }
 
  private:

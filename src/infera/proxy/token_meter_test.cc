@@ -63,23 +63,28 @@ TEST(TokenMeterTest, AWholeJsonAnswerIsCountedByItsUsage) {
 }
 
 TEST(TokenMeterTest, TheAnswersIdIsItsFirstIdField) {
-  TokenMeter whole;
+  const auto with_id = [] { return TokenMeter({}, true); };
+  TokenMeter whole = with_id();
   whole.start(false);
   whole.feed(R"({"id":"resp_0a1b)", ms(1));
   whole.feed(R"(2c","object":"response","output":[{"id":"msg_1"}]})", ms(2));
   EXPECT_EQ(whole.answer_id(), "resp_0a1b2c");
-  TokenMeter stream;
+  TokenMeter stream = with_id();
   stream.start(true);
   stream.feed("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_9\"}}\n\n", ms(1));
   EXPECT_EQ(stream.answer_id(), "resp_9");
-  TokenMeter none;
+  TokenMeter none = with_id();
   none.start(false);
   none.feed(std::string(5000, ' ') + R"({"id":"late"})", ms(1));
   EXPECT_EQ(none.answer_id(), "");
-  TokenMeter huge;
+  TokenMeter huge = with_id();
   huge.start(false);
   huge.feed(R"({"id":")" + std::string(300, 'x') + R"("})", ms(1));
   EXPECT_EQ(huge.answer_id(), "");
+  TokenMeter unasked;  // only /v1/responses asks: other answers are not copied
+  unasked.start(false);
+  unasked.feed(R"({"id":"chatcmpl-1"})", ms(1));
+  EXPECT_EQ(unasked.answer_id(), "");
 }
 
 TEST(TokenMeterTest, GarbageAndHugeLinesCountNothing) {
