@@ -22,8 +22,8 @@ namespace infera::mock::testing {
 // `--model mock` at 1000x speed, warnings only, plus `extra` flags; null (and a test failure)
 // when it does not start.
 inline std::unique_ptr<MockEngine> start_engine(std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--host", "127.0.0.1", "--port", "0", "--speedup-ratio",
-                                   "1000", "--log-level", "warn", "--model", "mock"};
+  std::vector<std::string> args = {"--host", "127.0.0.1",   "--port", "0",       "--speedup-ratio",
+                                   "1000",   "--log-level", "warn",   "--model", "mock"};
   args.insert(args.end(), extra.begin(), extra.end());
   bool help = false;
   std::string text;
