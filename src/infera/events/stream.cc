@@ -1,5 +1,7 @@
 #include "infera/events/stream.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -13,9 +15,9 @@ namespace {
 // Catch-up replays remembered per rank, at most (a replay buffer is far smaller).
 constexpr size_t kMaxCaughtUp = 1u << 16;
 
+// A payload's fingerprint: XXH3, the project's byte hash, and its length.
 uint64_t digest(std::span<const uint8_t> payload) {
-  const std::string_view bytes(reinterpret_cast<const char*>(payload.data()), payload.size());
-  return std::hash<std::string_view>{}(bytes) ^ (uint64_t{payload.size()} << 48);
+  return XXH3_64bits(payload.data(), payload.size()) ^ (uint64_t{payload.size()} << 48);
 }
 
 }  // namespace
