@@ -26,17 +26,14 @@ constexpr uint32_t kBs = 16;
 struct Fleet {
   Fleet(bool prefill_aware, uint32_t num_workers, uint32_t shared_blocks, uint32_t prompt_blocks,
         uint32_t holders = 8)
-      : options{.policy = "kv-aware"},
+      : options{.policy = "kv-aware",
+                .load = default_load_options(prefill_aware ? LoadModel::kPrefillAware
+                                                           : LoadModel::kActiveBlocks)},
         predicted(
-            kv::PredictedBlocks::Options{
-                from_seconds(prefill_aware
-                                 ? default_load_options(LoadModel::kPrefillAware).predicted_ttl_s
-                                 : 0),
-                num_workers},
+            kv::PredictedBlocks::Options{from_seconds(options.load.predicted_ttl_s), num_workers},
             clock),
         index(kv::KvIndex::Options{kBs, num_workers, &predicted}),
         load(kv::ActiveLoad::Options{std::chrono::minutes(5), num_workers}, clock) {
-    if (prefill_aware) options.load = default_load_options(LoadModel::kPrefillAware);
     for (kv::WorkerId w = 0; w < num_workers; ++w) {
       index.add_worker(w);
       workers.push_back(w);
