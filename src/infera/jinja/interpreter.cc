@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "infera/jinja/builtin_args.h"
 #include "infera/jinja/text.h"
 
 namespace infera::jinja {
@@ -1178,18 +1179,6 @@ bool Interpreter::truthy(const Value& v) {
       return true;
   }
 }
-
-namespace {
-bool is_intlike(const Value& v) {
-  return v.kind == Kind::kInt || v.kind == Kind::kBool;
-}
-int64_t as_int(const Value& v) {
-  return v.kind == Kind::kBool ? static_cast<int64_t>(v.b) : v.i;
-}
-double as_float(const Value& v) {
-  return v.kind == Kind::kFloat ? v.f : static_cast<double>(as_int(v));
-}
-}  // namespace
 
 bool Interpreter::equals(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {

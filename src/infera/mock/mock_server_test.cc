@@ -39,6 +39,7 @@ using testing::call;
 using testing::object_of;
 using testing::request_text;
 using testing::start_engine;
+using testing::usage_of;
 
 // Splits an SSE body into its JSON events; `done` says whether [DONE] ended it.
 std::vector<json::object> sse_events(const std::string& body, bool* done) {
@@ -68,7 +69,6 @@ std::string ids_json(size_t n, uint32_t first) {
   return s + "]";
 }
 
-int64_t usage_of(const json::object& o, const char* key) { return o.at("usage").at(key).as_int64(); }
 int64_t cached_of(const json::object& o) {
   return o.at("usage").at("prompt_tokens_details").at("cached_tokens").as_int64();
 }

@@ -65,4 +65,9 @@ inline boost::json::object object_of(std::string_view text) {
   return std::move(v.get_object());
 }
 
+// An answer's usage count (`prompt_tokens`, `completion_tokens`, `total_tokens`, ...).
+inline int64_t usage_of(const boost::json::object& o, const char* key) {
+  return o.at("usage").at(key).as_int64();
+}
+
 }  // namespace infera::mock::testing

@@ -26,13 +26,10 @@ using http::testing::RawResponse;
 
 using testing::object_of;
 using testing::start_engine;
+using testing::usage_of;
 
 RawResponse post(uint16_t port, std::string_view target, std::string_view body) {
   return testing::call(port, "POST", target, body);
-}
-
-int64_t usage_of(const json::object& o, const char* key) {
-  return o.at("usage").at(key).as_int64();
 }
 
 std::string output_text(const json::object& o) {

@@ -26,12 +26,6 @@ bool split_args(std::string_view line, std::string_view* args, size_t max, size_
   return true;
 }
 
-bool parse_u64(std::string_view s, uint64_t& out) {
-  if (s.empty() || s.size() > 19) return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return (x | 0x20) == (y | 0x20);
@@ -73,6 +67,12 @@ void json_escape(std::string& out, std::string_view s) {
 }
 
 }  // namespace
+
+bool parse_u64(std::string_view s, uint64_t& out) {
+  if (s.empty() || s.size() > 19) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
 
 Result<ServerInfo> parse_info(std::string_view json) {
   boost::system::error_code ec;

@@ -1,7 +1,5 @@
 #include "infera/nats/request_wire.h"
 
-#include <charconv>
-
 #include "infera/nats/protocol.h"
 
 namespace infera::nats {
@@ -12,12 +10,6 @@ constexpr std::string_view kHttpPrefix = "Http-";
 constexpr size_t kMaxHeaders = 60;
 
 bool clean(std::string_view s) { return s.find_first_of("\r\n") == std::string_view::npos; }
-
-bool parse_u64(std::string_view s, uint64_t& out) {
-  if (s.empty() || s.size() > 19) return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size();
-}
 
 Status add_http_headers(Fields& f, const http::Headers& headers) {
   for (const http::Header& h : headers) {

@@ -27,10 +27,6 @@ std::optional<uint64_t> parse_hex(std::string_view text) {
   return v;
 }
 
-void append_hex(std::string& out, uint64_t v) {
-  for (int shift = 60; shift >= 0; shift -= 4) out.push_back(kHex[(v >> shift) & 0xf]);
-}
-
 Rng& thread_rng() {
   thread_local Rng rng([] {
     std::random_device rd;
@@ -44,15 +40,21 @@ Rng& thread_rng() {
 std::string TraceId::hex() const {
   std::string out;
   out.reserve(32);
-  append_hex(out, hi);
-  append_hex(out, lo);
+  append_hex16(out, hi);
+  append_hex16(out, lo);
   return out;
+}
+
+void append_hex16(std::string& out, uint64_t v) {
+  char buf[16];
+  for (int i = 15; i >= 0; --i, v >>= 4) buf[i] = kHex[v & 0xf];
+  out.append(buf, 16);
 }
 
 std::string hex16(uint64_t id) {
   std::string out;
   out.reserve(16);
-  append_hex(out, id);
+  append_hex16(out, id);
   return out;
 }
 
@@ -76,10 +78,10 @@ std::string format_traceparent(const TraceId& trace, uint64_t span_id, bool samp
   std::string out;
   out.reserve(55);
   out += "00-";
-  append_hex(out, trace.hi);
-  append_hex(out, trace.lo);
+  append_hex16(out, trace.hi);
+  append_hex16(out, trace.lo);
   out += '-';
-  append_hex(out, span_id);
+  append_hex16(out, span_id);
   out += sampled ? "-01" : "-00";
   return out;
 }

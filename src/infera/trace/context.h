@@ -38,6 +38,7 @@ std::optional<ParentContext> parse_traceparent(std::string_view header);
 std::string format_traceparent(const TraceId& trace, uint64_t span_id, bool sampled);
 
 std::string hex16(uint64_t id);  // 16 lowercase hex digits
+void append_hex16(std::string& out, uint64_t id);  // the same digits appended to `out`
 
 // Random, never zero.
 TraceId new_trace_id();

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "infera/common/json_string.h"
+#include "infera/trace/context.h"
 #include "infera/trace/span.h"
 
 namespace infera::trace {
@@ -19,13 +20,6 @@ void append_number(std::string& out, Number v) {
   char buf[32];
   const auto r = std::to_chars(buf, buf + sizeof(buf), v);
   out.append(buf, r.ptr);
-}
-
-void append_hex(std::string& out, uint64_t v) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  char buf[16];
-  for (int i = 15; i >= 0; --i, v >>= 4) buf[i] = kHex[v & 0xf];
-  out.append(buf, 16);
 }
 
 void append_u64_string(std::string& out, uint64_t v) {
@@ -84,14 +78,14 @@ void append_events(std::string& out, const std::vector<SpanEvent>& events) {
 
 void append_span(std::string& out, const Span& s) {
   out += "{\"traceId\":\"";
-  append_hex(out, s.trace_id.hi);
-  append_hex(out, s.trace_id.lo);
+  append_hex16(out, s.trace_id.hi);
+  append_hex16(out, s.trace_id.lo);
   out += "\",\"spanId\":\"";
-  append_hex(out, s.span_id);
+  append_hex16(out, s.span_id);
   out += '"';
   if (s.parent_span_id != 0) {
     out += ",\"parentSpanId\":\"";
-    append_hex(out, s.parent_span_id);
+    append_hex16(out, s.parent_span_id);
     out += '"';
   }
   if (!s.trace_state.empty()) {
