@@ -15,7 +15,7 @@
 namespace infera::events {
 namespace {
 
-constexpr uint32_t kBs = 4;
+constexpr uint32_t kStreamBs = 4;
 constexpr kv::WorkerId kWorker = 5;
 
 std::string be64(uint64_t v) {
@@ -36,8 +36,8 @@ class FakeEngine : public ReplaySource {
     BlockStored s;
     s.block_hashes = {1000 + block};
     if (block > 0) s.parent_block_hash = 1000 + block - 1;
-    for (uint32_t i = 0; i < kBs; ++i) s.token_ids.push_back(static_cast<uint32_t>(block * kBs + i));
-    s.block_size = kBs;
+    for (uint32_t i = 0; i < kStreamBs; ++i) s.token_ids.push_back(static_cast<uint32_t>(block * kStreamBs + i));
+    s.block_size = kStreamBs;
     s.medium = "GPU";
     return publish({s});
   }
@@ -59,7 +59,7 @@ class FakeEngine : public ReplaySource {
   // The engine's cached prompt: every block stored since the last clear.
   std::vector<uint32_t> cached_tokens() const {
     std::vector<uint32_t> t;
-    for (uint32_t i = 0; i < next_block_ * kBs; ++i) t.push_back(i);
+    for (uint32_t i = 0; i < next_block_ * kStreamBs; ++i) t.push_back(i);
     return t;
   }
   uint64_t cached_blocks() const { return next_block_; }
@@ -87,7 +87,7 @@ class FakeEngine : public ReplaySource {
 
 class WorkerStreamTest : public ::testing::Test {
  protected:
-  WorkerStreamTest() : index_(kv::KvIndex::Options{kBs, 64}) {}
+  WorkerStreamTest() : index_(kv::KvIndex::Options{kStreamBs, 64}) {}
 
   std::unique_ptr<WorkerStream> make(ReplaySource* replay) {
     StreamOptions o;
@@ -103,7 +103,7 @@ class WorkerStreamTest : public ::testing::Test {
 
   uint32_t hits(const std::vector<uint32_t>& tokens) {
     std::vector<uint32_t> out;
-    index_.find_overlaps(kv::seq_hashes(tokens, kBs), out);
+    index_.find_overlaps(kv::seq_hashes(tokens, kStreamBs), out);
     return out.at(kWorker);
   }
 
@@ -436,7 +436,7 @@ TEST_F(WorkerStreamTest, TooManyRanksAreRejected) {
 
 class SeededStreamTest : public WorkerStreamTest {
  protected:
-  SeededStreamTest() : fresh_(kv::KvIndex::Options{kBs, 64}) {}
+  SeededStreamTest() : fresh_(kv::KvIndex::Options{kStreamBs, 64}) {}
 
   std::unique_ptr<WorkerStream> make_fresh(ReplaySource* replay) {
     StreamOptions o;
@@ -448,8 +448,8 @@ class SeededStreamTest : public WorkerStreamTest {
   // Both indexes hold the same blocks for the worker and answer `tokens` alike.
   ::testing::AssertionResult same_mirror(const std::vector<uint32_t>& tokens) {
     std::vector<uint32_t> a, b;
-    index_.find_overlaps(kv::seq_hashes(tokens, kBs), a);
-    fresh_.find_overlaps(kv::seq_hashes(tokens, kBs), b);
+    index_.find_overlaps(kv::seq_hashes(tokens, kStreamBs), a);
+    fresh_.find_overlaps(kv::seq_hashes(tokens, kStreamBs), b);
     const uint64_t ca = index_.block_count(kWorker), cb = fresh_.block_count(kWorker);
     if (a.at(kWorker) == b.at(kWorker) && ca == cb) return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << "hits " << a.at(kWorker) << " vs " << b.at(kWorker)
@@ -510,8 +510,8 @@ TEST_F(SeededStreamTest, TheLearnedMainGroupTravelsWithTheSnapshot) {
   auto s = make(&engine);
   BlockStored full;
   full.block_hashes = {7000};
-  for (uint32_t i = 0; i < kBs; ++i) full.token_ids.push_back(900 + i);
-  full.block_size = kBs;
+  for (uint32_t i = 0; i < kStreamBs; ++i) full.token_ids.push_back(900 + i);
+  full.block_size = kStreamBs;
   full.medium = "GPU";
   full.group_idx = 0;
   full.kv_cache_spec_kind = "full_attention";
@@ -545,7 +545,7 @@ TEST_F(SeededStreamTest, SequenceAtOrBelowTheSnapshotsLastIsARestart) {
   EXPECT_EQ(seeded->stats().restarts, 1u);
   EXPECT_EQ(fresh_.block_count(kWorker), second.cached_blocks());
   std::vector<uint32_t> out;
-  fresh_.find_overlaps(kv::seq_hashes(second.cached_tokens(), kBs), out);
+  fresh_.find_overlaps(kv::seq_hashes(second.cached_tokens(), kStreamBs), out);
   EXPECT_EQ(out.at(kWorker), 4u);  // seq 0..2 caught up by replay, 3 live
 }
 
@@ -571,7 +571,7 @@ TEST_F(SeededStreamTest, AnotherPublisherIdAfterSeedingIsARestart) {
   send24(*seeded, other.step_store(), 'b');
   EXPECT_EQ(seeded->stats().restarts, 1u);
   std::vector<uint32_t> out;
-  fresh_.find_overlaps(kv::seq_hashes(other.cached_tokens(), kBs), out);
+  fresh_.find_overlaps(kv::seq_hashes(other.cached_tokens(), kStreamBs), out);
   EXPECT_EQ(out.at(kWorker), other.cached_blocks());
   EXPECT_EQ(fresh_.block_count(kWorker), other.cached_blocks());
 }

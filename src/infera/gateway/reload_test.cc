@@ -18,7 +18,7 @@ using config::ServerConfig;
 using Flags = std::vector<std::string>;
 
 // `infera server ARGS`, as the command parses them (the test fails on a parse error).
-ServerConfig parse(Flags args) {
+ServerConfig config_of(Flags args) {
   bool help = false;
   std::string text;
   auto c = config::parse_server_flags(infera::testing::with_dev_transports(args), &help, &text);
@@ -39,16 +39,16 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 }
 
 TEST(ReloadTest, TheSameFlagsChangeNothing) {
-  auto plan = plan_reload(parse(kBase), parse(kBase));
+  auto plan = plan_reload(config_of(kBase), config_of(kBase));
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   EXPECT_TRUE(plan->applied.empty());
   EXPECT_TRUE(plan->not_applied.empty());
   EXPECT_FALSE(plan->log_level || plan->weights || plan->admin_token || plan->workers);
-  EXPECT_TRUE(plan->running_after == parse(kBase));
+  EXPECT_TRUE(plan->running_after == config_of(kBase));
 }
 
 TEST(ReloadTest, ALogLevelIsAppliedLive) {
-  auto plan = plan_reload(parse(kBase), parse(with({"--log-level", "debug"})));
+  auto plan = plan_reload(config_of(kBase), config_of(with({"--log-level", "debug"})));
   ASSERT_TRUE(plan.ok());
   ASSERT_TRUE(plan->log_level.has_value());
   EXPECT_EQ(*plan->log_level, LogLevel::kDebug);
@@ -58,8 +58,8 @@ TEST(ReloadTest, ALogLevelIsAppliedLive) {
 }
 
 TEST(ReloadTest, OverlapWeightsAreSwappedAsOneSet) {
-  const ServerConfig running = parse(with({"--kv-decode-overlap-weight", "0.5"}));
-  auto plan = plan_reload(running, parse(with({"--kv-overlap-weight", "4",
+  const ServerConfig running = config_of(with({"--kv-decode-overlap-weight", "0.5"}));
+  auto plan = plan_reload(running, config_of(with({"--kv-overlap-weight", "4",
                                                "--kv-prefill-overlap-weight", "8"})));
   ASSERT_TRUE(plan.ok());
   ASSERT_TRUE(plan->weights.has_value());
@@ -70,14 +70,14 @@ TEST(ReloadTest, OverlapWeightsAreSwappedAsOneSet) {
 }
 
 TEST(ReloadTest, AnAdminTokenIsAppliedLiveAndNamedOnlyByItsFlag) {
-  auto plan = plan_reload(parse(with({"--admin-token", "old"})),
-                          parse(with({"--admin-token", "new"})));
+  auto plan = plan_reload(config_of(with({"--admin-token", "old"})),
+                          config_of(with({"--admin-token", "new"})));
   ASSERT_TRUE(plan.ok());
   ASSERT_TRUE(plan->admin_token.has_value());
   EXPECT_EQ(*plan->admin_token, "new");
   EXPECT_EQ(plan->applied, Flags{"--admin-token"});
   // Removing the token is a change too (the admin API becomes open, as at startup without one).
-  auto removed = plan_reload(parse(with({"--admin-token", "old"})), parse(kBase));
+  auto removed = plan_reload(config_of(with({"--admin-token", "old"})), config_of(kBase));
   ASSERT_TRUE(removed.ok());
   EXPECT_EQ(removed->admin_token, std::optional<std::string>(""));
 }
@@ -103,10 +103,10 @@ class ReloadFileTest : public ::testing::Test {
 TEST_F(ReloadFileTest, AnAdminTokenFileIsReadAgain) {
   const std::string token = write("token", "first\n");
   const Flags args = with({"--admin-token-file", token});
-  const ServerConfig running = parse(args);
+  const ServerConfig running = config_of(args);
   EXPECT_EQ(running.admin_token, "first");
   write("token", "second\n");
-  auto plan = plan_reload(running, parse(args));
+  auto plan = plan_reload(running, config_of(args));
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->admin_token, std::optional<std::string>("second"));
   EXPECT_EQ(plan->applied, Flags{"--admin-token"});
@@ -116,10 +116,10 @@ TEST_F(ReloadFileTest, AnAdminTokenFileIsReadAgain) {
 TEST_F(ReloadFileTest, AConfigFileIsReadAgainAndSplitIntoLiveAndRestartSettings) {
   const std::string file = write("infera.yaml", "log-level: warn\nkv-overlap-weight: 1\n");
   const Flags args = with({"--config", file});
-  const ServerConfig running = parse(args);
+  const ServerConfig running = config_of(args);
   EXPECT_EQ(running.log_level, LogLevel::kWarn);
   write("infera.yaml", "log-level: debug\nkv-overlap-weight: 3\nport: 9000\n");
-  auto plan = plan_reload(running, parse(args));
+  auto plan = plan_reload(running, config_of(args));
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->log_level, std::optional<LogLevel>(LogLevel::kDebug));
   EXPECT_EQ(plan->weights, (std::optional<OverlapWeights>(OverlapWeights{3.0, {}, {}})));
@@ -129,10 +129,10 @@ TEST_F(ReloadFileTest, AConfigFileIsReadAgainAndSplitIntoLiveAndRestartSettings)
 
 TEST(ReloadTest, StaticWorkersAreDiffedById) {
   const ServerConfig running =
-      parse({"--worker", "http://127.0.0.1:30000", "--worker", "http://127.0.0.1:30001",
+      config_of({"--worker", "http://127.0.0.1:30000", "--worker", "http://127.0.0.1:30001",
              "--worker", "http://127.0.0.1:30002"});
   const ServerConfig next =
-      parse({"--worker", "http://127.0.0.1:30001,role=prefill", "--worker",
+      config_of({"--worker", "http://127.0.0.1:30001,role=prefill", "--worker",
              "http://127.0.0.1:30002", "--worker", "http://127.0.0.1:30003"});
   auto plan = plan_reload(running, next);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
@@ -148,7 +148,7 @@ TEST(ReloadTest, StaticWorkersAreDiffedById) {
 }
 
 TEST(ReloadTest, ReorderedWorkersLeaveTheFleetAlone) {
-  auto plan = plan_reload(parse(kBase), parse({"--worker", "http://127.0.0.1:30001", "--worker",
+  auto plan = plan_reload(config_of(kBase), config_of({"--worker", "http://127.0.0.1:30001", "--worker",
                                                "http://127.0.0.1:30000"}));
   ASSERT_TRUE(plan.ok());
   EXPECT_FALSE(plan->workers.has_value());
@@ -156,13 +156,13 @@ TEST(ReloadTest, ReorderedWorkersLeaveTheFleetAlone) {
 }
 
 TEST(ReloadTest, AWorkerThatDoesNotParseFailsTheWholeReload) {
-  auto plan = plan_reload(parse(kBase), parse({"--worker", "not a url", "--log-level", "debug"}));
+  auto plan = plan_reload(config_of(kBase), config_of({"--worker", "not a url", "--log-level", "debug"}));
   EXPECT_FALSE(plan.ok());
 }
 
 TEST(ReloadTest, SwitchingDiscoveryBackendNeedsARestart) {
   const Flags etcd = {"--discovery-backend", "etcd", "--etcd-endpoint", "127.0.0.1:2379"};
-  auto plan = plan_reload(parse(etcd), parse(kBase));
+  auto plan = plan_reload(config_of(etcd), config_of(kBase));
   ASSERT_TRUE(plan.ok());
   EXPECT_FALSE(plan->workers.has_value());
   EXPECT_EQ(plan->not_applied, (Flags{"--discovery-backend", "--etcd-endpoint", "--worker"}));
@@ -177,9 +177,9 @@ TEST(ReloadTest, SwitchingDiscoveryBackendNeedsARestart) {
 }
 
 TEST(ReloadTest, EverythingElseIsListedAsNotAppliedAndKeptForTheNextReload) {
-  const ServerConfig running = parse(kBase);
+  const ServerConfig running = config_of(kBase);
   const ServerConfig next =
-      parse(with({"--port", "9000", "--io-threads", "4", "--kv-load-model", "prefill-aware",
+      config_of(with({"--port", "9000", "--io-threads", "4", "--kv-load-model", "prefill-aware",
                   "--router-policy", "round-robin", "--log-level", "warn"}));
   auto plan = plan_reload(running, next);
   ASSERT_TRUE(plan.ok());
@@ -195,8 +195,8 @@ TEST(ReloadTest, EverythingElseIsListedAsNotAppliedAndKeptForTheNextReload) {
 }
 
 TEST(ReloadTest, DrainDelayAndShutdownGraceAreTakenForTheNextShutdown) {
-  auto plan = plan_reload(parse(kBase),
-                          parse(with({"--drain-delay-s", "5", "--shutdown-grace-s", "7"})));
+  auto plan = plan_reload(config_of(kBase),
+                          config_of(with({"--drain-delay-s", "5", "--shutdown-grace-s", "7"})));
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->applied, (Flags{"--shutdown-grace-s", "--drain-delay-s"}));
   EXPECT_EQ(plan->running_after.drain_delay_s, 5);
@@ -204,7 +204,7 @@ TEST(ReloadTest, DrainDelayAndShutdownGraceAreTakenForTheNextShutdown) {
 }
 
 TEST(DifferingFlagsTest, NamesEachDifferenceByItsFlag) {
-  EXPECT_EQ(differing_flags(parse(kBase), parse(with({"--kv-tier-credit", "gpu=1,cpu=0.5,disk=0",
+  EXPECT_EQ(differing_flags(config_of(kBase), config_of(with({"--kv-tier-credit", "gpu=1,cpu=0.5,disk=0",
                                                       "--max-queue", "3"}))),
             (Flags{"--kv-tier-credit", "--max-queue"}));
 }
@@ -221,7 +221,7 @@ TEST(DifferingFlagsTest, ComparesEveryFlagOfTheServersHelp) {
   for (std::string line; std::getline(lines, line);) {
     if (!line.starts_with("  --")) continue;
     const std::string flag = line.substr(2, line.find_first_of(" ,", 2) - 2);
-    // --config names the file itself, which every parse reads again.
+    // --config names the file itself, which every config_of reads again.
     if (flag == "--help" || flag == "--config") continue;
     ++flags;
     EXPECT_TRUE(contains(known, flag))

@@ -18,7 +18,7 @@ std::vector<Token> lex(std::string_view source, Program* program) {
   return tokens.ok() ? *tokens : std::vector<Token>{};
 }
 
-std::string render(std::string_view source) {
+std::string render_with_no_context(std::string_view source) {
   auto t = Template::parse(source);
   if (!t.ok()) return "PARSE ERROR: " + t.status().message();
   auto r = t->render(boost::json::object{});
@@ -72,44 +72,44 @@ TEST(LexerTest, StringEscapesDecodeLikePython) {
 }
 
 TEST(LexerTest, OperatorsInsideBracketsDoNotEndTheTag) {
-  EXPECT_EQ(render("{{ {'a': {'b': 1}} }}"), "{'a': {'b': 1}}");
+  EXPECT_EQ(render_with_no_context("{{ {'a': {'b': 1}} }}"), "{'a': {'b': 1}}");
 }
 
 TEST(LexerTest, TrimBlocksRemovesTheNewlineAfterABlockTag) {
-  EXPECT_EQ(render("{% if true %}\nyes\n{% endif %}\nafter"), "yes\nafter");
+  EXPECT_EQ(render_with_no_context("{% if true %}\nyes\n{% endif %}\nafter"), "yes\nafter");
 }
 
 TEST(LexerTest, LstripBlocksRemovesIndentationBeforeABlockTag) {
-  EXPECT_EQ(render("a\n    {% if true %}b{% endif %}"), "a\nb");
+  EXPECT_EQ(render_with_no_context("a\n    {% if true %}b{% endif %}"), "a\nb");
   // Not for {{ }}, and not when the line has other text before the tag.
-  EXPECT_EQ(render("a\n    {{ 'b' }}"), "a\n    b");
-  EXPECT_EQ(render("x  {% if true %}y{% endif %}"), "x  y");
+  EXPECT_EQ(render_with_no_context("a\n    {{ 'b' }}"), "a\n    b");
+  EXPECT_EQ(render_with_no_context("x  {% if true %}y{% endif %}"), "x  y");
 }
 
 TEST(LexerTest, MinusStripsAllWhitespaceOnThatSide) {
-  EXPECT_EQ(render("a  \n {{- 'b' -}} \n\t c"), "abc");
-  EXPECT_EQ(render("a\n\n{%- if true -%}\n\n b{% endif %}"), "ab");
+  EXPECT_EQ(render_with_no_context("a  \n {{- 'b' -}} \n\t c"), "abc");
+  EXPECT_EQ(render_with_no_context("a\n\n{%- if true -%}\n\n b{% endif %}"), "ab");
 }
 
 TEST(LexerTest, PlusDisablesLstripAndTrim) {
-  EXPECT_EQ(render("x\n  {%+ if true %}y{% endif %}"), "x\n  y");
-  EXPECT_EQ(render("{% if true +%}\nz{% endif %}"), "\nz");
+  EXPECT_EQ(render_with_no_context("x\n  {%+ if true %}y{% endif %}"), "x\n  y");
+  EXPECT_EQ(render_with_no_context("{% if true +%}\nz{% endif %}"), "\nz");
 }
 
 TEST(LexerTest, CommentsAreDroppedAndFollowTheBlockRules) {
-  EXPECT_EQ(render("a\n  {# note #}\nb"), "a\nb");
-  EXPECT_EQ(render("x  {#- c -#}  y"), "xy");
-  EXPECT_EQ(render("{# {{ not a tag }} #}ok"), "ok");
+  EXPECT_EQ(render_with_no_context("a\n  {# note #}\nb"), "a\nb");
+  EXPECT_EQ(render_with_no_context("x  {#- c -#}  y"), "xy");
+  EXPECT_EQ(render_with_no_context("{# {{ not a tag }} #}ok"), "ok");
 }
 
 TEST(LexerTest, RawBlocksPassTemplateSyntaxThrough) {
-  EXPECT_EQ(render("{% raw %}{{ x }} {% if %}{% endraw %}"), "{{ x }} {% if %}");
-  EXPECT_EQ(render("a  {% raw %}\n b\n  {% endraw %}\nd"), "a  \n b\nd");
+  EXPECT_EQ(render_with_no_context("{% raw %}{{ x }} {% if %}{% endraw %}"), "{{ x }} {% if %}");
+  EXPECT_EQ(render_with_no_context("a  {% raw %}\n b\n  {% endraw %}\nd"), "a  \n b\nd");
 }
 
 TEST(LexerTest, NewlinesAreNormalisedAndOneTrailingNewlineDropped) {
-  EXPECT_EQ(render("a\r\nb\rc\n"), "a\nb\nc");
-  EXPECT_EQ(render("a\n\n"), "a\n");
+  EXPECT_EQ(render_with_no_context("a\r\nb\rc\n"), "a\nb\nc");
+  EXPECT_EQ(render_with_no_context("a\n\n"), "a\n");
 }
 
 TEST(LexerTest, ErrorsCarryLineAndColumn) {

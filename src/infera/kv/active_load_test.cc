@@ -135,16 +135,16 @@ TEST(ActiveLoadPropertyTest, DistinctBlocksEqualTheUnionOfLiveRequests) {
   ManualClock clock;
   ActiveLoad load(ActiveLoad::Options{seconds(50), 2}, clock);
   Rng rng(9);
-  constexpr uint32_t kBs = 4;
+  constexpr uint32_t kBlockSize = 4;
   // Prompts: one of 3 families' first 0-12 blocks, then 0-4 blocks of their own.
   auto prompt = [&] {
     std::vector<TokenId> tokens;
     const uint32_t family = static_cast<uint32_t>(rng.uniform(3));
     const size_t shared = rng.uniform(13), own = rng.uniform(5);
-    for (size_t i = 0; i < shared * kBs; ++i) tokens.push_back(family * 1000 + TokenId(i));
+    for (size_t i = 0; i < shared * kBlockSize; ++i) tokens.push_back(family * 1000 + TokenId(i));
     const TokenId tag = static_cast<TokenId>(rng.uniform(4));  // small: identical tails recur
-    for (size_t i = 0; i < own * kBs; ++i) tokens.push_back(50000 + tag * 100 + TokenId(i));
-    return seq_hashes(tokens, kBs);
+    for (size_t i = 0; i < own * kBlockSize; ++i) tokens.push_back(50000 + tag * 100 + TokenId(i));
+    return seq_hashes(tokens, kBlockSize);
   };
   std::map<uint64_t, std::pair<std::vector<uint64_t>, Nanos>> live;  // serial -> hashes, added
   for (int step = 0; step < 5000; ++step) {

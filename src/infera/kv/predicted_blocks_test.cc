@@ -75,19 +75,19 @@ TEST_F(PredictedBlocksTest, OffAddsNothing) {
 // The index erases predicted entries as BlockStored confirms them, and forgets a worker's
 // predictions when the worker leaves or restarts.
 TEST_F(PredictedBlocksTest, TheIndexConfirmsWhatItStores) {
-  constexpr uint32_t kBs = 4;
-  KvIndex index(KvIndex::Options{kBs, 4, &predicted_});
+  constexpr uint32_t kBlockSize = 4;
+  KvIndex index(KvIndex::Options{kBlockSize, 4, &predicted_});
   index.add_worker(0);
-  std::vector<TokenId> tokens(3 * kBs);
+  std::vector<TokenId> tokens(3 * kBlockSize);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<TokenId>(100 + i);
-  const std::vector<uint64_t> hashes = seq_hashes(tokens, kBs);
+  const std::vector<uint64_t> hashes = seq_hashes(tokens, kBlockSize);
   predicted_.add(0, hashes, 0);
   const std::vector<uint64_t> engine{7, 8};
   ASSERT_EQ(index.apply(StoredEvent{0,
                                     std::nullopt,
                                     engine,
-                                    std::span<const TokenId>(tokens).first(2 * kBs),
-                                    kBs,
+                                    std::span<const TokenId>(tokens).first(2 * kBlockSize),
+                                    kBlockSize,
                                     Medium::kGpu,
                                     {}}),
             ApplyResult::kApplied);
