@@ -39,6 +39,10 @@ set(INFERA_COMMON_WARNINGS
   $<$<CXX_COMPILER_ID:GNU>:-Wmisleading-indentation -Wduplicated-cond -Wlogical-op>
   # GCC 12 + Asio coroutines: false positives under optimisation and sanitizers (aesthetics.md, 4).
   $<$<CXX_COMPILER_ID:GNU>:-Wno-mismatched-new-delete -Wno-maybe-uninitialized>
+  # Unity builds (the asan and tsan presets: docs/decisions/0003-unity-sanitizer-builds.md) include
+  # each .cc into a batch file, and GCC then warns about every class member whose type comes from
+  # that .cc's anonymous namespace, as it would in a header. In a .cc it is the intended pattern.
+  $<$<AND:$<BOOL:${CMAKE_UNITY_BUILD}>,$<CXX_COMPILER_ID:GNU>>:-Wno-subobject-linkage>
   $<$<BOOL:${INFERA_WERROR}>:-Werror>)
 # Library code also checks integer conversions; tests and benchmarks (infera_test_warnings) do
 # not, where it would only add casts to literal arithmetic.
