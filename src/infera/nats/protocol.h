@@ -94,6 +94,7 @@ bool valid_subject(std::string_view subject, bool wildcards = false);
 
 // A protocol number (a sid, a size, a header's count): decimal digits only, at most 19 of them.
 bool parse_u64(std::string_view s, uint64_t& out);
+
 // A worker id as one subject token (docs/contracts.md section 11): '.', ':', '*', '>' and
 // whitespace become '_'.
 std::string subject_token(std::string_view worker_id);
