@@ -5,6 +5,8 @@
 
 #include <boost/json.hpp>
 
+#include "infera/common/json_string.h"
+
 namespace infera::nats {
 namespace {
 
@@ -45,25 +47,6 @@ void append_u64(std::string& out, uint64_t v) {
   char buf[24];
   auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, p);
-}
-
-void json_escape(std::string& out, std::string_view s) {
-  out.push_back('"');
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (u < 0x20) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\u00";
-      out.push_back(kHex[u >> 4]);
-      out.push_back(kHex[u & 15]);
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.push_back('"');
 }
 
 }  // namespace
@@ -291,7 +274,7 @@ std::string connect_line(const ConnectOptions& o) {
     out += ",\"";
     out += key;
     out += "\":";
-    json_escape(out, value);
+    append_json_string(out, value);
   };
   field("name", o.name);
   field("user", o.user);
