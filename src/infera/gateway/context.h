@@ -99,12 +99,14 @@ struct GatewayContext {
   kv::KvIndex index;
   kv::ActiveLoad load;
   std::unique_ptr<routing::Router> router;
+  // NATS transports (docs/nats.md): the process's one connection, then (below) the KV-event
+  // source and the request upstream it carries; null when both transports are http/zmq. The
+  // connection is declared before the loop so that it outlives it: coroutines still suspended
+  // in the loop when it is destroyed (an engine poll over NATS) close their calls on it.
+  std::unique_ptr<nats::Client> bus;
   std::unique_ptr<http::EventLoop> loop;
   std::unique_ptr<http::Client> upstream;
-  // NATS transports (docs/nats.md): the process's one connection, the KV-event source and the
-  // request upstream it carries; null when both transports are http/zmq. Before the fleet,
-  // which uses them.
-  std::unique_ptr<nats::Client> bus;
+  // Before the fleet, which uses it and the request upstream.
   std::unique_ptr<events::NatsEventSource> nats_events;
   // --kv-events-bind: the SUB socket engines that connect their PUB sockets send to; null
   // without the flag. Before the fleet, which registers workers with it.
