@@ -78,12 +78,26 @@ TEST_F(ReplicasE2eTest, SharedPrefixFamiliesLandOnTheirCachedWorkerWhicheverRepl
   std::vector<std::vector<uint32_t>> prefixes;
   std::vector<std::string> home(kFamilies);
   for (int f = 0; f < kFamilies; ++f) prefixes.push_back(token_ids(1000 + f, 256));
+  // Each replica learns a request's blocks from the worker's KV events on its own, and a
+  // family's next request goes to another replica: wait until every replica's view of the
+  // worker holds what the serving one's does, so that the test judges routing on the cache as
+  // it is, not how fast the events travel on a loaded machine.
+  const auto views_caught_up = [&](uint16_t serving, const std::string& worker) {
+    const int64_t held = block_count(serving, worker);
+    return eventually([&] {
+      for (const auto& s : servers_) {
+        if (block_count(s->port(), worker) < held) return false;
+      }
+      return true;
+    });
+  };
   int hits = 0, follow_ups = 0;
   for (int round = 0; round < 3; ++round) {
     for (int f = 0; f < kFamilies; ++f) {
       const uint16_t port = servers_[static_cast<size_t>((round + f) % 3)]->port();
       const Routed r = send_traced(port, concat(prefixes[f], token_ids(50 + round * 10 + f, 32)));
       ASSERT_EQ(r.status, 200);
+      ASSERT_TRUE(views_caught_up(port, r.worker)) << "family " << f << " round " << round;
       if (round == 0) {
         home[f] = r.worker;
         continue;
