@@ -385,6 +385,13 @@ class PlainJsonReader {
   bool string(std::string_view& out) {
     if (p_ == end_ || *p_ != '"') return false;
     const char* start = ++p_;
+    // Eight bytes at a time up to the first that is not a plain character (a text prompt is
+    // kilobytes of them); the byte loop below decides what that one is.
+    while (end_ - p_ >= 8) {
+      const size_t n = plain_bytes(p_);
+      p_ += n;
+      if (n < 8) break;
+    }
     while (p_ != end_ && *p_ != '"') {
       const auto c = static_cast<unsigned char>(*p_);
       if (c < 0x20 || c >= 0x80 || c == '\\') return false;
@@ -436,6 +443,25 @@ class PlainJsonReader {
     if (real) return h_.on_double(0.0, {}, ec_);
     const auto i = static_cast<int64_t>(v);
     return h_.on_int64(negative ? -i : i, {}, ec_);
+  }
+  // How many of the 8 bytes at `p` come before the first quote, backslash, control character
+  // or non-ASCII byte (8: none is). Each test below flags such a byte exactly when no lower
+  // byte was flagged (a borrow only reaches the bytes after a flagged one), so the lowest flag
+  // of their union is the first such byte.
+  static size_t plain_bytes(const char* p) {
+    uint64_t x;
+    std::memcpy(&x, p, 8);
+    constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+    const auto zero_bytes = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
+    const uint64_t flags = ((x - 0x20 * kOnes) & ~x & kHigh)  // below 0x20
+                           | zero_bytes(x ^ ('"' * kOnes)) | zero_bytes(x ^ ('\\' * kOnes)) |
+                           (x & kHigh);  // not ASCII
+    if (flags == 0) return 8;
+    if constexpr (std::endian::native == std::endian::little) {
+      return static_cast<size_t>(std::countr_zero(flags)) / 8;
+    } else {
+      return static_cast<size_t>(std::countl_zero(flags)) / 8;
+    }
   }
   // Token ids are the bulk of a body: up to 7 digits are read from one 8-byte load without a
   // branch per digit (the SWAR method of Lemire's "Faster parsing of integers"). `p` has 8

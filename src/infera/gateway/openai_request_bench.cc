@@ -1,6 +1,7 @@
 // Parsing a completions request at the gateway's edge (docs/benchmarks.md, "Gateway overhead"):
 // a 1,000-token token-id prompt as the bench and OpenAI clients send it, through the fast reader
-// for plain JSON and, side by side, through Boost.JSON's parser alone.
+// for plain JSON and, side by side, through Boost.JSON's parser alone; a 1,000-word text prompt;
+// a chat body.
 #include <benchmark/benchmark.h>
 
 #include <string>
@@ -37,6 +38,25 @@ BENCHMARK(BM_ParseCompletionsIds)
     ->Args({1000, 1})
     ->Args({8192, 0})
     ->Args({8192, 1});
+
+// A text prompt of `words` common words (about one token each), as scripts/bench-proxy sends.
+void BM_ParseCompletionsText(benchmark::State& state) {
+  static constexpr const char* kWords[] = {"the", "of", "and", "memory", "request", "server",
+                                           "token", "network", "answer", "engine", "block"};
+  std::string body = R"({"model":"canned","prompt":")";
+  for (int64_t i = 0; i < state.range(0); ++i) {
+    if (i > 0) body += ' ';
+    body += kWords[(i * 7) % 11];
+  }
+  body += R"(","max_tokens":1,"stream":false})";
+  const RequestLimits limits;
+  for (auto _ : state) {
+    auto r = parse_openai_request(ApiKind::kCompletions, body, limits);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * body.size()));
+}
+BENCHMARK(BM_ParseCompletionsText)->Arg(1000);
 
 void BM_ParseChat(benchmark::State& state) {
   std::string body = R"({"model":"m","messages":[{"role":"system","content":")";
