@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -29,18 +30,32 @@ std::string_view level_name(LogLevel level) {
   return "?";
 }
 
-// Wall-clock time is right here: log timestamps are for humans correlating events.
+// Wall-clock time is right here: log timestamps are for humans correlating events. The text up
+// to the second is formatted once per second and thread (an access line per request would
+// otherwise pay gmtime_r and snprintf each time); the milliseconds are appended by hand.
 void append_timestamp(std::string& out) {
   const auto now = std::chrono::system_clock::now();
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch());
-  const std::time_t secs = static_cast<std::time_t>(ms.count() / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  const int n = std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-                              tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                              tm.tm_sec, static_cast<int>(ms.count() % 1000));
-  out.append(buf, static_cast<size_t>(n));
+  const int64_t secs = ms.count() / 1000;
+  thread_local int64_t cached_secs = -1;
+  thread_local char cached[24];  // "YYYY-MM-DDTHH:MM:SS"
+  thread_local size_t cached_len = 0;
+  if (secs != cached_secs) {
+    const std::time_t t = static_cast<std::time_t>(secs);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    const int n = std::snprintf(cached, sizeof(cached), "%04d-%02d-%02dT%02d:%02d:%02d",
+                                tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                                tm.tm_min, tm.tm_sec);
+    cached_len = n > 0 ? std::min(static_cast<size_t>(n), sizeof(cached) - 1) : 0;
+    cached_secs = secs;
+  }
+  const int milli = static_cast<int>(ms.count() % 1000);
+  const char tail[6] = {'.', static_cast<char>('0' + milli / 100),
+                        static_cast<char>('0' + milli / 10 % 10),
+                        static_cast<char>('0' + milli % 10), 'Z', '\0'};
+  out.append(cached, cached_len);
+  out.append(tail, 5);
 }
 
 void write_all(std::string_view bytes) {

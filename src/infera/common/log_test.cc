@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <regex>
 #include <string>
 
 namespace infera {
@@ -48,6 +49,10 @@ TEST(LogTest, JsonLinesAreOneObjectWithTypedFields) {
   ASSERT_EQ(line.rfind(R"({"ts":")", 0), 0u) << line;
   const size_t rest = line.find(R"(","level")");
   ASSERT_NE(rest, std::string::npos) << line;
+  // UTC to the millisecond (the part up to the second is formatted once per second).
+  const std::string ts = line.substr(7, rest - 7);
+  const std::regex utc_ms(R"(20\d\d-[01]\d-[0-3]\dT[0-2]\d:[0-5]\d:[0-6]\d\.\d{3}Z)");
+  EXPECT_TRUE(std::regex_match(ts, utc_ms)) << ts;
   EXPECT_EQ(line.substr(rest),
             R"(","level":"WARN","component":"events","msg":"a \"gap\"\n","worker":"w\u0001)"
             "\xEF\xBF\xBD"  // the invalid byte, as U+FFFD
