@@ -141,8 +141,8 @@ Registry::Series& Registry::series(std::string_view name, std::string_view help,
   }
   Family& f = it->second;
   INFERA_CHECK(f.type == type);
-  for (auto& s : f.series) {
-    if (s->labels == labels) return *s;
+  if (const auto found = f.by_labels.find(labels); found != f.by_labels.end()) {
+    return *found->second;
   }
   auto s = std::make_unique<Series>();
   s->labels = labels;
@@ -153,8 +153,19 @@ Registry::Series& Registry::series(std::string_view name, std::string_view help,
       s->histogram = std::make_unique<Histogram>(std::move(*bounds));
       break;
   }
+  f.by_labels.emplace(labels, s.get());
   f.series.push_back(std::move(s));
   return *f.series.back();
+}
+
+size_t Registry::LabelsHash::operator()(const Labels& labels) const {
+  size_t h = labels.size();
+  const std::hash<std::string> hash;
+  for (const auto& [key, value] : labels) {
+    h = (h ^ hash(key)) * 0x9E3779B97F4A7C15ULL;
+    h = (h ^ hash(value)) * 0x9E3779B97F4A7C15ULL;
+  }
+  return h;
 }
 
 Counter& Registry::counter(std::string_view name, std::string_view help, const Labels& labels) {
@@ -174,17 +185,20 @@ void Registry::remove(std::string_view name, const Labels& labels) {
   std::lock_guard lock(mu_);
   auto it = families_.find(name);
   if (it == families_.end()) return;
-  auto& s = it->second.series;
-  s.erase(std::remove_if(s.begin(), s.end(), [&](const auto& x) { return x->labels == labels; }),
-          s.end());
+  Family& f = it->second;
+  f.by_labels.erase(labels);
+  std::erase_if(f.series, [&](const auto& x) { return x->labels == labels; });
 }
 
 void Registry::remove_labelled(std::string_view key, std::string_view value) {
   std::lock_guard lock(mu_);
   for (auto& [name, family] : families_) {
     std::erase_if(family.series, [&](const auto& x) {
-      return std::any_of(x->labels.begin(), x->labels.end(),
-                         [&](const auto& l) { return l.first == key && l.second == value; });
+      const bool labelled =
+          std::any_of(x->labels.begin(), x->labels.end(),
+                      [&](const auto& l) { return l.first == key && l.second == value; });
+      if (labelled) family.by_labels.erase(x->labels);
+      return labelled;
     });
   }
 }

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -99,10 +100,16 @@ class Registry {
     std::unique_ptr<Gauge> gauge;
     std::unique_ptr<Histogram> histogram;
   };
+  struct LabelsHash {
+    size_t operator()(const Labels& labels) const;
+  };
   struct Family {
     Type type;
     std::string help;
-    std::vector<std::unique_ptr<Series>> series;
+    std::vector<std::unique_ptr<Series>> series;  // in the order made: the exposition's order
+    // The same series by labels: a request's lookups (a counter by route, status, worker and
+    // model) cost one hash, not a walk over every series of a large fleet.
+    std::unordered_map<Labels, Series*, LabelsHash> by_labels;
   };
   Series& series(std::string_view name, std::string_view help, Type type, const Labels& labels,
                  std::vector<double>* bounds);  // histograms: moved from when a series is made

@@ -51,6 +51,9 @@ TEST(MetricsTest, SameNameAndLabelsIsTheSameSeries) {
   r.remove("c_total", {{"a", "1"}});
   samples = parse_text(r.render());
   EXPECT_EQ(sum_of(*samples, "c_total"), 1);
+  // Made again after its removal, the series starts from zero (a new series, not the old one).
+  r.counter("c_total", "C.", {{"a", "1"}}).inc();
+  EXPECT_EQ(sum_of(*parse_text(r.render()), "c_total", {{"a", "1"}}), 1);
 }
 
 TEST(MetricsTest, CollectorsRunAtScrapeTime) {
@@ -92,6 +95,13 @@ TEST(MetricsTest, RemoveLabelledDropsEverySeriesOfThatLabelValue) {
   EXPECT_EQ(sum_of(*samples, "b_total"), 0);
   EXPECT_EQ(sum_of(*samples, "c"), 1);
   EXPECT_EQ(r.render().find("b_total"), std::string::npos);  // an emptied family is not rendered
+  // A worker that comes back gets new series.
+  r.counter("a_total", "a", {{"worker", "w1"}, {"status", "200"}}).inc();
+  r.counter("b_total", "b", {{"stage", "prefill"}, {"worker", "w1"}}).inc();
+  const auto again = parse_text(r.render());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(sum_of(*again, "a_total", {{"worker", "w1"}}), 1);
+  EXPECT_EQ(sum_of(*again, "b_total"), 1);
 }
 
 TEST(MetricsTest, DurationBucketsReachTheTimeout) {
