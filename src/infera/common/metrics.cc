@@ -192,7 +192,8 @@ void Registry::remove(std::string_view name, const Labels& labels) {
 
 void Registry::remove_labelled(std::string_view key, std::string_view value) {
   std::lock_guard lock(mu_);
-  for (auto& [name, family] : families_) {
+  for (auto& entry : families_) {
+    Family& family = entry.second;  // not a structured binding: clang 14 cannot capture one
     std::erase_if(family.series, [&](const auto& x) {
       const bool labelled =
           std::any_of(x->labels.begin(), x->labels.end(),
