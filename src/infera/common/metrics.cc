@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "infera/common/bits.h"
 #include "infera/common/check.h"
 
 namespace infera::metrics {
@@ -162,8 +163,8 @@ size_t Registry::LabelsHash::operator()(const Labels& labels) const {
   size_t h = labels.size();
   const std::hash<std::string> hash;
   for (const auto& [key, value] : labels) {
-    h = (h ^ hash(key)) * 0x9E3779B97F4A7C15ULL;
-    h = (h ^ hash(value)) * 0x9E3779B97F4A7C15ULL;
+    h = (h ^ hash(key)) * kFibonacci;
+    h = (h ^ hash(value)) * kFibonacci;
   }
   return h;
 }
@@ -186,8 +187,11 @@ void Registry::remove(std::string_view name, const Labels& labels) {
   auto it = families_.find(name);
   if (it == families_.end()) return;
   Family& f = it->second;
-  f.by_labels.erase(labels);
-  std::erase_if(f.series, [&](const auto& x) { return x->labels == labels; });
+  const auto found = f.by_labels.find(labels);
+  if (found == f.by_labels.end()) return;
+  const Series* gone = found->second;
+  f.by_labels.erase(found);
+  std::erase_if(f.series, [gone](const auto& x) { return x.get() == gone; });
 }
 
 void Registry::remove_labelled(std::string_view key, std::string_view value) {
