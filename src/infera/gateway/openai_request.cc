@@ -456,12 +456,8 @@ class PlainJsonReader {
     const uint64_t flags = ((x - 0x20 * kOnes) & ~x & kHigh)  // below 0x20
                            | zero_bytes(x ^ ('"' * kOnes)) | zero_bytes(x ^ ('\\' * kOnes)) |
                            (x & kHigh);  // not ASCII
-    if (flags == 0) return 8;
-    if constexpr (std::endian::native == std::endian::little) {
-      return static_cast<size_t>(std::countr_zero(flags)) / 8;
-    } else {
-      return static_cast<size_t>(std::countl_zero(flags)) / 8;
-    }
+    // Little-endian loads, as leading_digits() below: the lowest set byte is the first one.
+    return flags == 0 ? 8 : static_cast<size_t>(std::countr_zero(flags)) / 8;
   }
   // Token ids are the bulk of a body: up to 7 digits are read from one 8-byte load without a
   // branch per digit (the SWAR method of Lemire's "Faster parsing of integers"). `p` has 8
