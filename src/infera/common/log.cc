@@ -51,11 +51,11 @@ void append_timestamp(std::string& out) {
     cached_secs = secs;
   }
   const int milli = static_cast<int>(ms.count() % 1000);
-  const char tail[6] = {'.', static_cast<char>('0' + milli / 100),
-                        static_cast<char>('0' + milli / 10 % 10),
-                        static_cast<char>('0' + milli % 10), 'Z', '\0'};
+  const char tail[] = {'.', static_cast<char>('0' + milli / 100),
+                       static_cast<char>('0' + milli / 10 % 10), static_cast<char>('0' + milli % 10),
+                       'Z'};
   out.append(cached, cached_len);
-  out.append(tail, 5);
+  out.append(tail, sizeof(tail));
 }
 
 void write_all(std::string_view bytes) {
